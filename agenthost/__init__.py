@@ -1,0 +1,61 @@
+"""agenthost: host AI-agent tools from a hot-reloaded plugin directory.
+
+Plugin authors write ``@tool`` functions; the host turns each into a
+:class:`ToolDefinition` with a JSON Schema and a compiled argument validator,
+and exports it in every major provider's tool format.
+"""
+
+from loguru import logger
+
+from agenthost._compat import Finding, check_compatibility
+from agenthost._context import ToolContext, current_context
+from agenthost._decorator import ToolOptions, tool
+from agenthost._definition import ToolDefinition, ToolHints
+from agenthost._errors import (
+    AgentHostError,
+    ArgumentProblem,
+    DefinitionProblem,
+    InvalidArgumentsError,
+    ToolDefinitionError,
+)
+from agenthost._exporters import (
+    FORMATS,
+    export_tool,
+    export_tools,
+    to_anthropic,
+    to_gemini,
+    to_mcp,
+    to_openai,
+    to_openai_responses,
+)
+from agenthost._frozen import thaw
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentHostError",
+    "ArgumentProblem",
+    "DefinitionProblem",
+    "FORMATS",
+    "Finding",
+    "InvalidArgumentsError",
+    "ToolContext",
+    "ToolDefinition",
+    "ToolDefinitionError",
+    "ToolHints",
+    "ToolOptions",
+    "check_compatibility",
+    "current_context",
+    "export_tool",
+    "export_tools",
+    "thaw",
+    "to_anthropic",
+    "to_gemini",
+    "to_mcp",
+    "to_openai",
+    "to_openai_responses",
+    "tool",
+]
+
+# A library stays quiet unless the application asks; the CLI turns logging on.
+logger.disable("agenthost")

@@ -1,0 +1,53 @@
+"""The per-call context a tool (and every interceptor) can see.
+
+A tool asks for it by declaring a parameter annotated ``ToolContext`` (or
+``ToolContext | None``): the host injects it and it never appears in any schema.
+Code deeper down reaches the same object through :func:`current_context`, which
+is backed by a context variable and so follows the call into tasks and into the
+worker threads the executor starts.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agenthost._definition import ToolDefinition
+
+__all__ = ["ToolContext", "current_context"]
+
+
+@dataclass(slots=True, eq=False)
+class ToolContext:
+    """Everything known about one tool call while it runs.
+
+    ``attributes`` is a free-form dict that interceptors use to pass values to
+    each other and to the tool (a trace id, a cache hit flag, ...).
+    """
+
+    tool: ToolDefinition
+    call_id: str
+    session: str | None = None
+    raw_arguments: str | bytes | Mapping[str, Any] | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    attributes: dict[str, Any] = field(default_factory=dict)
+    plugin: str | None = None
+    version: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The tool's name."""
+        return self.tool.name
+
+
+_current: contextvars.ContextVar[ToolContext | None] = contextvars.ContextVar(
+    "agenthost_tool_context", default=None
+)
+
+
+def current_context() -> ToolContext | None:
+    """The context of the tool call running in this thread or task, if any."""
+    return _current.get()

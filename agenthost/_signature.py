@@ -1,0 +1,482 @@
+"""From a Python signature to JSON Schemas and a compiled argument validator.
+
+The schema and the validator come from one pydantic object, so they cannot
+drift apart: a keyword-only stand-in function carries the tool's parameters
+(without the injected ``ToolContext``, with docstring descriptions folded into
+``Annotated[..., Field(description=...)]``), and ``TypeAdapter`` of that
+stand-in yields both the JSON Schema and a validator whose result is the
+keyword-argument dict itself.
+
+Every problem found is collected, never raised one at a time, so an author
+sees everything wrong with a tool in one go.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import enum
+import functools
+import inspect
+import re
+import textwrap
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, cast
+
+import docstring_parser
+import pydantic_core
+from pydantic import BaseModel, Field, PydanticUserError, TypeAdapter
+from pydantic.fields import FieldInfo
+from pydantic.json_schema import GenerateJsonSchema
+from pydantic_core import SchemaValidator
+
+from agenthost._context import ToolContext
+from agenthost._errors import DefinitionProblem
+from agenthost._schema import canonicalize
+
+__all__ = ["Signature", "ToolKind", "analyse", "build_input", "build_output", "source_of"]
+
+ToolKind = Literal["sync", "async", "generator", "async_generator"]
+_EMPTY = inspect.Parameter.empty
+_NONE_TYPES: tuple[Any, ...] = (None, type(None))
+
+
+class _SchemaGenerator(GenerateJsonSchema):
+    """pydantic's generator without field titles, key sorting or a TypeAdapter per default."""
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+    def encode_default(self, dft: Any) -> Any:
+        return pydantic_core.to_jsonable_python(dft)
+
+    def sort(self, value: Any, parent_key: str | None = None) -> Any:
+        return value
+
+
+@dataclass(slots=True)
+class Signature:
+    """What the signature and docstring of a tool function say."""
+
+    parameters: list[inspect.Parameter] = field(default_factory=list)
+    context_parameter: str | None = None
+    accepts_any_keyword: bool = False
+    kind: ToolKind = "sync"
+    summary: str = ""
+    returns: Any = _EMPTY
+
+
+def source_of(fn: Callable[..., Any]) -> tuple[Any, str | None, int | None]:
+    """The function object behind ``fn`` (through wrappers, partials, methods) and its location."""
+    target: Any = fn
+    for _ in range(10):
+        if isinstance(target, functools.partial):
+            target = target.func
+        elif inspect.ismethod(target):
+            target = target.__func__
+        elif hasattr(target, "__wrapped__"):
+            target = target.__wrapped__
+        else:
+            break
+    if not inspect.isfunction(target) and not inspect.isclass(target) and callable(target):
+        target = getattr(type(target), "__call__", target)  # noqa: B004 - a callable object
+    code = getattr(target, "__code__", None)
+    if code is None:
+        return target, None, None
+    return target, code.co_filename, code.co_firstlineno
+
+
+def analyse(
+    fn: Callable[..., Any], target: Any, problems: list[DefinitionProblem], *, hand_schema: bool
+) -> Signature:
+    """Read parameters, hints and docstring; append a problem for everything that is wrong."""
+    result = Signature(kind=_kind(fn))
+    if inspect.isclass(fn):
+        problems.append(DefinitionProblem(f"'{fn.__name__}' is a class; decorate a function"))
+        return result
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError) as exc:
+        problems.append(DefinitionProblem(f"its signature cannot be read ({exc})"))
+        return result
+    hints = _type_hints(target, signature, problems)
+    docs = _parse_docstring(target, problems)
+    result.summary = docs.summary
+    result.returns = hints.get("return", _EMPTY)
+    for param in signature.parameters.values():
+        _add_parameter(result, param, hints, docs.params, problems, hand_schema=hand_schema)
+    names = {p.name for p in signature.parameters.values()}
+    for documented in docs.params:
+        if documented not in names:
+            problems.append(
+                DefinitionProblem(
+                    f"the docstring documents a parameter '{documented}' that the function does "
+                    "not have; rename or remove it"
+                )
+            )
+    return result
+
+
+def _kind(fn: Callable[..., Any]) -> ToolKind:
+    probe: Any = fn
+    if not (inspect.isroutine(fn) or isinstance(fn, functools.partial)) and callable(fn):
+        probe = getattr(fn, "__call__", fn)  # noqa: B004
+    if inspect.isasyncgenfunction(probe):
+        return "async_generator"
+    if inspect.iscoroutinefunction(probe):
+        return "async"
+    if inspect.isgeneratorfunction(probe):
+        return "generator"
+    return "sync"
+
+
+def _type_hints(
+    target: Any, signature: inspect.Signature, problems: list[DefinitionProblem]
+) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(target, include_extras=True)
+    except Exception:
+        pass
+    namespace = getattr(target, "__globals__", {})
+    hints: dict[str, Any] = {}
+    raw = {name: p.annotation for name, p in signature.parameters.items()}
+    raw["return"] = signature.return_annotation
+    for name, annotation in raw.items():
+        if annotation is _EMPTY:
+            continue
+        if not isinstance(annotation, str):
+            hints[name] = annotation
+            continue
+        try:
+            hints[name] = eval(annotation, namespace)
+        except Exception as exc:
+            what = "the return annotation" if name == "return" else None
+            problems.append(
+                DefinitionProblem(
+                    f"{what + ' ' if what else ''}annotation '{annotation}' cannot be resolved "
+                    f"({type(exc).__name__}: {exc}); import the type at module level",
+                    parameter=None if what else name,
+                )
+            )
+            hints[name] = _UNRESOLVED
+    return hints
+
+
+_UNRESOLVED = object()
+
+
+@dataclass(slots=True)
+class _Docstring:
+    summary: str = ""
+    params: dict[str, str] = field(default_factory=dict)
+
+
+def _parse_docstring(target: Any, problems: list[DefinitionProblem]) -> _Docstring:
+    doc = inspect.getdoc(target)
+    if not doc:
+        return _Docstring()
+    try:
+        parsed = docstring_parser.parse(doc)
+    except docstring_parser.ParseError as exc:
+        problems.append(
+            DefinitionProblem(f"the docstring cannot be parsed ({exc}); fix its layout")
+        )
+        return _Docstring()
+    summary = parsed.short_description or ""
+    if parsed.long_description and not parsed.blank_after_short_description:
+        summary += " " + parsed.long_description.split("\n\n", 1)[0]
+    params = {
+        p.arg_name: _one_line(p.description)
+        for p in parsed.params
+        if p.description and not p.arg_name.startswith("*")
+    }
+    return _Docstring(_one_line(summary), params)
+
+
+def _one_line(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+def _add_parameter(
+    result: Signature,
+    param: inspect.Parameter,
+    hints: Mapping[str, Any],
+    documented: Mapping[str, str],
+    problems: list[DefinitionProblem],
+    *,
+    hand_schema: bool,
+) -> None:
+    name = param.name
+
+    def problem(message: str) -> None:
+        problems.append(DefinitionProblem(message, parameter=name))
+
+    if param.kind is param.VAR_POSITIONAL:
+        problem(
+            f"*{name} is not supported: tools take named JSON arguments; use `{name}: list[...]`"
+        )
+        return
+    if param.kind is param.VAR_KEYWORD:
+        if hand_schema:
+            result.accepts_any_keyword = True
+        else:
+            problem(
+                f"**{name} is not supported: declare each argument, "
+                "or give the whole schema with @tool(input_schema=...)"
+            )
+        return
+    if param.kind is param.POSITIONAL_ONLY:
+        problem("positional-only parameters cannot be passed by name; remove the '/' marker")
+        return
+    annotation = hints.get(name, _EMPTY)
+    if annotation is _UNRESOLVED:
+        return
+    if _is_context(annotation):
+        if result.context_parameter is not None:
+            problem(f"a second ToolContext parameter; '{result.context_parameter}' already gets it")
+        elif param.default is not _EMPTY and param.default is not None:
+            problem("a ToolContext parameter can only default to None")
+        else:
+            result.context_parameter = name
+        return
+    if hand_schema:
+        result.parameters.append(param)
+        return
+    if annotation is _EMPTY:
+        problem(f"has no type annotation; add one, e.g. `{name}: str`")
+        return
+    for message in _type_problems(annotation):
+        problem(message)
+    annotation = _with_description(annotation, documented.get(name), problem)
+    if param.default is not _EMPTY:
+        _check_default(param.default, annotation, problem)
+    result.parameters.append(
+        param.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=annotation)
+    )
+
+
+def _strip_annotated(annotation: Any) -> Any:
+    while typing.get_origin(annotation) is Annotated:
+        annotation = annotation.__origin__
+    return annotation
+
+
+def _union_args(annotation: Any) -> tuple[Any, ...]:
+    annotation = _strip_annotated(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return typing.get_args(annotation)
+    return (annotation,)
+
+
+def _is_context(annotation: Any) -> bool:
+    members = [a for a in _union_args(annotation) if a not in _NONE_TYPES]
+    return len(members) == 1 and members[0] is ToolContext
+
+
+def _admits_none(annotation: Any) -> bool:
+    for member in _union_args(annotation):
+        if member in _NONE_TYPES or member is Any or member is object:
+            return True
+        if typing.get_origin(member) is Literal and None in typing.get_args(member):
+            return True
+    return False
+
+
+def _type_problems(annotation: Any) -> list[str]:
+    """Problems pydantic would accept silently but that break a JSON tool contract."""
+    found: list[str] = []
+    stack = [annotation]
+    while stack:
+        node = _strip_annotated(stack.pop())
+        if node is ToolContext:
+            found.append("ToolContext can only be the whole annotation of its own parameter")
+            continue
+        origin = typing.get_origin(node)
+        args = typing.get_args(node)
+        if origin in (dict, Mapping) and args and not _is_string_key(args[0]):
+            found.append(
+                f"dict keys of type {_type_name(args[0])} cannot come from JSON, "
+                "whose object keys are strings; use dict[str, ...]"
+            )
+        if origin is not Literal:
+            stack.extend(a for a in args if a is not Ellipsis)
+    return found
+
+
+def _is_string_key(key: Any) -> bool:
+    key = _strip_annotated(key)
+    if key is str or key is Any:
+        return True
+    if typing.get_origin(key) is Literal:
+        return all(isinstance(v, str) for v in typing.get_args(key))
+    return inspect.isclass(key) and issubclass(key, str)
+
+
+def _field_description(annotation: Any) -> str | None:
+    if typing.get_origin(annotation) is not Annotated:
+        return None
+    for meta in reversed(annotation.__metadata__):
+        if isinstance(meta, FieldInfo) and meta.description:
+            return meta.description
+    return None
+
+
+def _with_description(
+    annotation: Any, from_docstring: str | None, problem: Callable[[str], None]
+) -> Any:
+    from_field = _field_description(annotation)
+    if from_docstring and from_field and _one_line(from_field) != from_docstring:
+        problem(
+            f"two different descriptions: {from_field!r} in Field(...) and "
+            f"{from_docstring!r} in the docstring; keep one"
+        )
+    if from_docstring and not from_field:
+        return Annotated[annotation, Field(description=from_docstring)]
+    return annotation
+
+
+def _check_default(default: Any, annotation: Any, problem: Callable[[str], None]) -> None:
+    if default is None:
+        if not _admits_none(annotation):
+            problem(
+                f"defaults to None but its type {_type_name(annotation)} does not allow None; "
+                f"write `{_type_name(annotation)} | None = None`"
+            )
+        return
+    try:
+        pydantic_core.to_jsonable_python(default)
+    except Exception:
+        problem(
+            f"default value {default!r} cannot be written as JSON; use a JSON-compatible "
+            "default, or None and compute the value inside the function"
+        )
+
+
+def _type_name(annotation: Any) -> str:
+    annotation = _strip_annotated(annotation)
+    if inspect.isclass(annotation) and typing.get_origin(annotation) is None:
+        return annotation.__qualname__
+    return re.sub(r"\b(typing|collections\.abc|builtins)\.", "", repr(annotation))
+
+
+def build_input(
+    name: str, parameters: list[inspect.Parameter], problems: list[DefinitionProblem]
+) -> tuple[dict[str, Any], SchemaValidator] | None:
+    """The canonical input schema and compiled validator, or None after adding problems."""
+
+    def arguments(**kwargs: Any) -> dict[str, Any]:
+        return kwargs
+
+    arguments.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    arguments.__annotations__ = {p.name: p.annotation for p in parameters}
+    arguments.__name__ = arguments.__qualname__ = name
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(cast(Any, arguments))
+        schema = adapter.json_schema(schema_generator=_SchemaGenerator)
+    except Exception as exc:
+        _diagnose(parameters, exc, problems)
+        return None
+    schema.setdefault("properties", {})
+    return canonicalize(schema), adapter.validator  # type: ignore[return-value]
+
+
+def _diagnose(
+    parameters: list[inspect.Parameter], exc: Exception, problems: list[DefinitionProblem]
+) -> None:
+    before = len(problems)
+    for param in parameters:
+        try:
+            TypeAdapter(param.annotation).json_schema(schema_generator=_SchemaGenerator)
+        except Exception as param_exc:
+            message = _explain_type_error(param.annotation, param_exc)
+            problems.append(DefinitionProblem(message, parameter=param.name))
+    if len(problems) == before:
+        problems.append(DefinitionProblem(f"the parameters cannot be described: {exc}"))
+
+
+def _explain_type_error(annotation: Any, exc: Exception) -> str:
+    if isinstance(exc, PydanticUserError) and exc.code == "typed-dict-version":
+        return "uses typing.TypedDict; on Python < 3.12 import TypedDict from typing_extensions"
+    plain = _plain_class(annotation)
+    if plain is not None:
+        return (
+            f"type {plain.__qualname__} is a plain class that cannot be read from JSON; "
+            "make it a dataclass, TypedDict or pydantic model, or use a supported type"
+        )
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"type {_type_name(annotation)} is not supported ({first_line})"
+
+
+def _plain_class(annotation: Any) -> type | None:
+    stack = [annotation]
+    while stack:
+        node = _strip_annotated(stack.pop())
+        args = typing.get_args(node)
+        if args and typing.get_origin(node) is not Literal:
+            stack.extend(a for a in args if a is not Ellipsis)
+            continue
+        if (
+            inspect.isclass(node)
+            and node.__module__ != "builtins"
+            and not dataclasses.is_dataclass(node)
+            and not issubclass(node, BaseModel | enum.Enum)
+            and not typing.is_typeddict(node)
+            and not hasattr(node, "__get_pydantic_core_schema__")
+        ):
+            return node
+    return None
+
+
+_SIMPLE_OUTPUTS: dict[Any, dict[str, Any]] = {
+    str: {"type": "string"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    bool: {"type": "boolean"},
+}
+
+
+def build_output(
+    returns: Any, kind: ToolKind, problems: list[DefinitionProblem]
+) -> dict[str, Any] | None:
+    """The output schema of the return type; non-objects are wrapped as ``{"result": ...}``."""
+    if returns is _EMPTY or returns is _UNRESOLVED or returns in _NONE_TYPES or returns is Any:
+        return None
+    if kind in ("generator", "async_generator"):
+        return None  # streamed output has no single structured value
+    schema = _SIMPLE_OUTPUTS.get(returns)
+    if schema is None:
+        try:
+            raw = TypeAdapter(returns).json_schema(
+                mode="serialization", schema_generator=_SchemaGenerator
+            )
+        except Exception as exc:
+            problems.append(
+                DefinitionProblem(
+                    f"the return annotation: {_explain_type_error(returns, exc)}; "
+                    "annotate a JSON-compatible type or remove the annotation"
+                )
+            )
+            return None
+        schema = canonicalize(raw)
+    if schema.get("type") == "object":
+        return schema
+    return {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+
+
+def parameter_lines(target: Any) -> dict[str, int]:
+    """Line of each parameter in the source (only used to point at problems)."""
+    try:
+        lines, start = inspect.getsourcelines(target)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = node.args
+            every = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+            every += [a for a in (args.vararg, args.kwarg) if a is not None]
+            return {a.arg: start + a.lineno - 1 for a in every}
+    return {}
