@@ -79,7 +79,7 @@ class ToolDefinition:
     file: str | None = None
     line: int | None = None
     fingerprint: str = ""
-    _exports: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
+    _exports: dict[tuple[str, bool], Any] = field(default_factory=dict, repr=False)
 
     def validate(self, arguments: RawArguments) -> dict[str, Any]:
         """Validated keyword arguments for the function, or :class:`InvalidArgumentsError`."""
@@ -353,9 +353,8 @@ def _signature_input(
     built = build_input(name, signature.parameters, problems)
     if built is None:
         return None
-    schema, compiled = built
-    names = tuple(p.name for p in signature.parameters)
-    return schema, PydanticArgumentValidator(name, compiled, names)
+    schema = freeze(built[0])
+    return schema, PydanticArgumentValidator(name, built[1], schema)
 
 
 def _check_schema(schema: Any, what: str, problems: list[DefinitionProblem]) -> bool:

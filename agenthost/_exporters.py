@@ -45,113 +45,115 @@ def export_tools(
     definitions: Iterable[ToolDefinition], format: Format = "openai", *, strict: bool = False
 ) -> list[Mapping[str, Any]]:
     """Every definition in ``format`` (read-only dicts, cached per definition)."""
-    return [export_tool(d, format, strict=strict) for d in definitions]
+    key = _key(format, strict)
+    return [d._exports.get(key) or _export(d, key) for d in definitions]
 
 
 def export_tool(
     definition: ToolDefinition, format: Format = "openai", *, strict: bool = False
 ) -> Mapping[str, Any]:
     """One definition in ``format``; ``strict`` applies to the OpenAI formats only."""
-    try:
-        exporter = _EXPORTERS[format]
-    except KeyError:
-        raise ValueError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}") from None
-    return exporter(definition, strict)
-
-
-def _cached(
-    definition: ToolDefinition, key: tuple[Any, ...], build: Callable[[], JsonSchema]
-) -> Mapping[str, Any]:
-    cache = definition._exports
-    found = cache.get(key)
-    if found is None:
-        found = cache[key] = freeze(build())
-    return found  # type: ignore[no-any-return]
+    key = _key(format, strict)
+    return definition._exports.get(key) or _export(definition, key)
 
 
 def to_openai(definition: ToolDefinition, *, strict: bool = False) -> Mapping[str, Any]:
     """Chat Completions: ``{"type": "function", "function": {...}}``; ``strict`` only if asked."""
-
-    def build() -> JsonSchema:
-        function: JsonSchema = {"name": definition.name}
-        _describe(function, definition)
-        function["parameters"], strict_ok = _openai_parameters(definition, strict)
-        if strict:
-            function["strict"] = strict_ok
-        return {"type": "function", "function": function}
-
-    return _cached(definition, ("openai", strict), build)
+    return export_tool(definition, "openai", strict=strict)
 
 
 def to_openai_responses(definition: ToolDefinition, *, strict: bool = False) -> Mapping[str, Any]:
     """Responses API: flat, and always with an explicit ``strict``."""
-
-    def build() -> JsonSchema:
-        out: JsonSchema = {"type": "function", "name": definition.name}
-        _describe(out, definition)
-        out["parameters"], out["strict"] = _openai_parameters(definition, strict)
-        return out
-
-    return _cached(definition, ("openai-responses", strict), build)
+    return export_tool(definition, "openai-responses", strict=strict)
 
 
 def to_anthropic(definition: ToolDefinition) -> Mapping[str, Any]:
     """Anthropic Messages: ``name``, ``description``, ``input_schema``."""
-
-    def build() -> JsonSchema:
-        out: JsonSchema = {"name": definition.name}
-        _describe(out, definition)
-        out["input_schema"] = definition.input_schema
-        return out
-
-    return _cached(definition, ("anthropic",), build)
+    return export_tool(definition, "anthropic")
 
 
 def to_gemini(definition: ToolDefinition, *, json_schema: bool = False) -> Mapping[str, Any]:
     """A Gemini ``FunctionDeclaration``: the OpenAPI subset, or ``parametersJsonSchema``."""
-
-    def build() -> JsonSchema:
-        out: JsonSchema = {"name": definition.name, "description": _description(definition)}
-        if json_schema:
-            out["parametersJsonSchema"] = definition.input_schema
-        elif definition.input_schema.get("properties"):
-            out["parameters"] = gemini_schema(definition.input_schema)[0]
-        return out
-
-    return _cached(definition, ("gemini", json_schema), build)
+    key = ("gemini", json_schema)
+    return definition._exports.get(key) or _export(definition, key)
 
 
 def to_mcp(definition: ToolDefinition) -> Mapping[str, Any]:
     """An MCP ``Tool``: ``outputSchema`` when the return type is known, hints as annotations."""
-
-    def build() -> JsonSchema:
-        out: JsonSchema = {"name": definition.name}
-        out["title"] = definition.title or definition.name.replace("_", " ").strip().capitalize()
-        _describe(out, definition)
-        out["inputSchema"] = definition.input_schema
-        if definition.output_schema is not None:
-            out["outputSchema"] = definition.output_schema
-        hints = definition.hints
-        annotations = {
-            "readOnlyHint": hints.read_only,
-            "destructiveHint": hints.destructive,
-            "idempotentHint": hints.idempotent,
-            "openWorldHint": hints.open_world,
-        }
-        annotations = {key: value for key, value in annotations.items() if value is not None}
-        if annotations:
-            out["annotations"] = {"title": out["title"], **annotations}
-        return out
-
-    return _cached(definition, ("mcp",), build)
+    return export_tool(definition, "mcp")
 
 
-_EXPORTERS: dict[str, Callable[[ToolDefinition, bool], Mapping[str, Any]]] = {
-    "openai": lambda d, strict: to_openai(d, strict=strict),
-    "openai-responses": lambda d, strict: to_openai_responses(d, strict=strict),
-    "anthropic": lambda d, strict: to_anthropic(d),
-    "gemini": lambda d, strict: to_gemini(d),
-    "mcp": lambda d, strict: to_mcp(d),
+def _key(format: str, strict: bool) -> tuple[str, bool]:
+    if format not in _BUILDERS:
+        raise ValueError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
+    return format, strict and format in ("openai", "openai-responses")
+
+
+def _export(definition: ToolDefinition, key: tuple[str, bool]) -> Mapping[str, Any]:
+    format, flag = key
+    exported: Mapping[str, Any] = freeze(_BUILDERS[format](definition, flag))
+    definition._exports[key] = exported
+    return exported
+
+
+def _build_openai(definition: ToolDefinition, strict: bool) -> JsonSchema:
+    function: JsonSchema = {"name": definition.name}
+    _describe(function, definition)
+    function["parameters"], strict_ok = _openai_parameters(definition, strict)
+    if strict:
+        function["strict"] = strict_ok
+    return {"type": "function", "function": function}
+
+
+def _build_openai_responses(definition: ToolDefinition, strict: bool) -> JsonSchema:
+    out: JsonSchema = {"type": "function", "name": definition.name}
+    _describe(out, definition)
+    out["parameters"], out["strict"] = _openai_parameters(definition, strict)
+    return out
+
+
+def _build_anthropic(definition: ToolDefinition, _: bool) -> JsonSchema:
+    out: JsonSchema = {"name": definition.name}
+    _describe(out, definition)
+    out["input_schema"] = definition.input_schema
+    return out
+
+
+def _build_gemini(definition: ToolDefinition, json_schema: bool) -> JsonSchema:
+    out: JsonSchema = {"name": definition.name, "description": _description(definition)}
+    if json_schema:
+        out["parametersJsonSchema"] = definition.input_schema
+    elif definition.input_schema.get("properties"):
+        out["parameters"] = gemini_schema(definition.input_schema)[0]
+    return out
+
+
+def _build_mcp(definition: ToolDefinition, _: bool) -> JsonSchema:
+    out: JsonSchema = {"name": definition.name}
+    out["title"] = definition.title or definition.name.replace("_", " ").strip().capitalize()
+    _describe(out, definition)
+    out["inputSchema"] = definition.input_schema
+    if definition.output_schema is not None:
+        out["outputSchema"] = definition.output_schema
+    hints = definition.hints
+    annotations = {
+        "readOnlyHint": hints.read_only,
+        "destructiveHint": hints.destructive,
+        "idempotentHint": hints.idempotent,
+        "openWorldHint": hints.open_world,
+    }
+    annotations = {key: value for key, value in annotations.items() if value is not None}
+    if annotations:
+        out["annotations"] = {"title": out["title"], **annotations}
+    return out
+
+
+_BUILDERS: dict[str, Callable[[ToolDefinition, bool], JsonSchema]] = {
+    "openai": _build_openai,
+    "openai-responses": _build_openai_responses,
+    "anthropic": _build_anthropic,
+    "gemini": _build_gemini,
+    "mcp": _build_mcp,
 }
 
 

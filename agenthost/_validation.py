@@ -85,12 +85,13 @@ class ArgumentValidator:
 class PydanticArgumentValidator(ArgumentValidator):
     """Validation through a compiled pydantic-core validator of the tool's signature."""
 
-    __slots__ = ("_parameters", "_validator")
+    __slots__ = ("_parameters", "_schema", "_validator")
 
-    def __init__(self, tool: str, validator: SchemaValidator, parameters: tuple[str, ...]) -> None:
+    def __init__(self, tool: str, validator: SchemaValidator, schema: Mapping[str, Any]) -> None:
         super().__init__(tool)
         self._validator = validator
-        self._parameters = parameters
+        self._schema = schema
+        self._parameters = tuple(schema.get("properties") or ())
 
     def validate(self, arguments: RawArguments) -> dict[str, Any]:
         data = self._as_json(arguments)
@@ -106,7 +107,7 @@ class PydanticArgumentValidator(ArgumentValidator):
         errors = error.errors(include_url=False)
         parsed = _loads_object(data)
         if parsed is not None:
-            repaired = _repair(parsed, errors)
+            repaired = _repair(parsed, errors, self._schema)
             if repaired is not None:
                 try:
                     result: dict[str, Any] = self._validator.validate_json(
@@ -219,9 +220,17 @@ def _data_steps(data: Any, loc: tuple[Any, ...]) -> list[Any]:
     return steps
 
 
-def _repair(data: dict[str, Any], errors: list[Any]) -> dict[str, Any] | None:
+def _repair(
+    data: dict[str, Any], errors: list[Any], schema: Mapping[str, Any]
+) -> dict[str, Any] | None:
     """Apply the two JSON-equivalence repairs to a copy; None when neither applies."""
-    nulls = [_data_steps(data, err["loc"]) for err in errors if err.get("input", 0) is None]
+    nulls = [
+        steps
+        for err in errors
+        if err.get("input", 0) is None and err["type"] not in _EXTRA_TYPES
+        for steps in [_data_steps(data, err["loc"])]
+        if _is_optional_property(schema, steps)
+    ]
     floats = any(
         isinstance(err.get("input"), float) and err["input"].is_integer() for err in errors
     )
@@ -235,6 +244,45 @@ def _repair(data: dict[str, Any], errors: list[Any]) -> dict[str, Any] | None:
         if steps and isinstance(parent, dict) and parent.get(steps[-1], 0) is None:
             del parent[steps[-1]]
     return fixed
+
+
+def _is_optional_property(schema: Mapping[str, Any], steps: list[Any]) -> bool:
+    """Whether ``steps`` ends at a declared, non-required property (not at a dict value)."""
+    defs = schema.get("$defs") or {}
+    nodes = [schema]
+    for index, step in enumerate(steps):
+        found = None
+        for node in _branches(nodes, defs):
+            if isinstance(step, str) and step in (node.get("properties") or {}):
+                if index == len(steps) - 1:
+                    return step not in (node.get("required") or ())
+                found = node["properties"][step]
+                break
+            if isinstance(step, int) and isinstance(node.get("items"), Mapping):
+                found = node["items"]
+                break
+            if isinstance(step, int) and step < len(node.get("prefixItems") or ()):
+                found = node["prefixItems"][step]
+                break
+        if found is None:
+            return False
+        nodes = [found]
+    return False
+
+
+def _branches(nodes: list[Mapping[str, Any]], defs: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """``nodes`` with ``$ref`` resolved and ``anyOf``/``oneOf`` branches flattened."""
+    out: list[Mapping[str, Any]] = []
+    pending = list(nodes)
+    while pending and len(out) < 64:
+        node = pending.pop(0)
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            pending.append(defs.get(ref[len("#/$defs/") :], {}))
+            continue
+        out.append(node)
+        pending.extend(node.get("anyOf") or node.get("oneOf") or ())
+    return out
 
 
 def _copy_json(value: Any, integral_floats_to_ints: bool) -> Any:

@@ -1,0 +1,118 @@
+"""Timing helpers: calibrated repeats, median and spread, a machine line, a table."""
+
+from __future__ import annotations
+
+import gc
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Per-call times in seconds over several repeats."""
+
+    samples: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def p25(self) -> float:
+        return statistics.quantiles(self.samples, n=4)[0] if len(self.samples) > 1 else self.median
+
+    @property
+    def p75(self) -> float:
+        return statistics.quantiles(self.samples, n=4)[2] if len(self.samples) > 1 else self.median
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range relative to the median."""
+        return (self.p75 - self.p25) / self.median if self.median else 0.0
+
+
+def measure(fn: Callable[[], Any], *, repeat: int = 15, budget: float = 0.6) -> Stats:
+    """Time ``fn`` per call: ``repeat`` rounds, each long enough to be above timer noise."""
+    fn()  # warm up caches and lazy imports
+    number = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        elapsed = time.perf_counter() - start
+        if elapsed * repeat >= budget or number >= 1_000_000:
+            break
+        number *= 2
+    samples = []
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(repeat):
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            samples.append((time.perf_counter() - start) / number)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return Stats(samples)
+
+
+def measure_once(fn: Callable[[], Any], *, repeat: int = 7) -> Stats:
+    """Time a call that is too slow or has side effects to be looped: one call per sample."""
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return Stats(samples)
+
+
+def format_time(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
+
+
+def table(title: str, rows: list[tuple[str, Stats | None]], baseline: str | None = None) -> None:
+    """Print rows as median, interquartile range and the ratio to ``baseline``."""
+    print(f"\n## {title}")
+    print(f"{'':44} {'median':>10} {'p25..p75':>21} {'spread':>7} {'ratio':>7}")
+    base = dict(rows).get(baseline) if baseline else None
+    for name, stats in rows:
+        if stats is None:
+            print(f"{name:44} {'n/a (not installed)':>10}")
+            continue
+        ratio = f"{stats.median / base.median:.2f}x" if base else ""
+        iqr = f"{format_time(stats.p25)}..{format_time(stats.p75)}"
+        print(
+            f"{name:44} {format_time(stats.median):>10} {iqr:>21} "
+            f"{stats.spread * 100:>6.1f}% {ratio:>7}"
+        )
+
+
+def optional(fn: Callable[[], Stats]) -> Stats | None:
+    """Run a peer's benchmark if the peer is installed (the ``bench`` extra)."""
+    try:
+        return fn()
+    except ImportError:
+        return None

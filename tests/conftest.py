@@ -1,0 +1,30 @@
+"""Shared fixtures: plugin directories and a helper to write plugin files."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests run on CI machines with 2 cores: keep them bounded and quiet about slowness.
+settings.register_profile(
+    "agenthost", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+# CI replays the same examples every run, so a red build always reproduces.
+settings.register_profile("ci", parent=settings.get_profile("agenthost"), derandomize=True)
+settings.load_profile("ci" if os.environ.get("CI") else "agenthost")
+
+TESTS = Path(__file__).parent
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+
+@pytest.fixture
+def plugin_dir(tmp_path: Path) -> Path:
+    """An empty plugin directory."""
+    path = tmp_path / "plugins"
+    path.mkdir()
+    return path
