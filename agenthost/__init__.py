@@ -16,6 +16,7 @@ from agenthost._errors import (
     ArgumentProblem,
     DefinitionProblem,
     InvalidArgumentsError,
+    ToolConflictError,
     ToolDefinitionError,
 )
 from agenthost._exporters import (
@@ -29,6 +30,14 @@ from agenthost._exporters import (
     to_openai_responses,
 )
 from agenthost._frozen import thaw
+from agenthost._host import PluginHost
+from agenthost._loader import LoadFailure
+from agenthost._registry import (
+    PluginEvent,
+    PluginInfo,
+    RegistryChange,
+    ToolInfo,
+)
 
 __version__ = "0.1.0"
 
@@ -39,10 +48,17 @@ __all__ = [
     "FORMATS",
     "Finding",
     "InvalidArgumentsError",
+    "LoadFailure",
+    "PluginEvent",
+    "PluginHost",
+    "PluginInfo",
+    "RegistryChange",
+    "ToolConflictError",
     "ToolContext",
     "ToolDefinition",
     "ToolDefinitionError",
     "ToolHints",
+    "ToolInfo",
     "ToolOptions",
     "check_compatibility",
     "current_context",

@@ -1,12 +1,80 @@
-"""The ``agenthost`` command line. Only the CLI configures logging."""
+"""The ``agenthost`` command line: a thin layer over :class:`PluginHost`.
+
+``main(argv)`` is what tests call; only the CLI configures logging.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import signal
 import sys
-from collections.abc import Sequence
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from loguru import logger
+
+from agenthost._compat import check_compatibility
+from agenthost._exporters import FORMATS
+from agenthost._host import PluginHost
+from agenthost._loader import LoadFailure, load_source, source_at
+from agenthost._registry import PluginEvent, PluginInfo
 
 __all__ = ["main"]
+
+TEMPLATE = '''\
+"""{name}: an agenthost plugin.
+
+Every function marked @tool becomes a tool. Its name, parameters, their types,
+defaults and the docstring become the JSON Schema the model sees. Save the
+file while `agenthost watch` runs and the new version is live at once.
+"""
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from agenthost import ToolContext, tool
+
+__version__ = "0.1.0"
+
+
+@tool
+def {name}_echo(
+    text: Annotated[str, Field(description="What to send back")],
+    times: int = 1,
+    style: Literal["plain", "shout"] = "plain",
+) -> str:
+    """Send the text back, repeated.
+
+    Args:
+        times: How many times to repeat it.
+        style: "shout" returns upper case.
+    """
+    result = " ".join([text] * times)
+    return result.upper() if style == "shout" else result
+
+
+# Options: @tool(name=..., permissions={{"http.get"}}, timeout=10, read_only=True, ...)
+# A parameter annotated ToolContext receives the call's context and is never in the schema:
+#
+# @tool(permissions={{"fs.read"}}, timeout=5)
+# def read_note(path: str, ctx: ToolContext) -> str:
+#     """Read a note."""
+#     ...
+
+
+def on_load() -> None:
+    """Runs after this version is imported (open connections here)."""
+
+
+def on_unload() -> None:
+    """Runs when this version is retired, after its last call ended (close them here)."""
+'''
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -16,7 +84,33 @@ def _parser() -> argparse.ArgumentParser:
         prog="agenthost", description="Host AI-agent tools from a hot-reloaded plugin directory."
     )
     parser.add_argument("--version", action="version", version=f"agenthost {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug details to stderr")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def directory(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("dir", nargs="?", default="plugins", help="plugin directory (./plugins)")
+
+    watch = commands.add_parser("watch", help="load a directory and log every reload until Ctrl-C")
+    directory(watch)
+    watch.add_argument("--json", action="store_true", help="one JSON object per event")
+    watch.add_argument("--debounce", type=float, metavar="MS", help="debounce window in ms")
+
+    listing = commands.add_parser("list", help="load a directory and list its plugins and tools")
+    directory(listing)
+    listing.add_argument("--json", action="store_true", help="print JSON")
+
+    check = commands.add_parser("check", help="validate one plugin (file, folder or wheel)")
+    check.add_argument("path", help="the plugin to check")
+    check.add_argument("--json", action="store_true", help="print JSON")
+
+    new = commands.add_parser("new", help="write a commented plugin template")
+    new.add_argument("name", help="plugin name (a Python identifier)")
+    new.add_argument("--dir", default="plugins", help="where to write it (./plugins)")
+
+    schema = commands.add_parser("schema", help="print the tool definitions for a provider")
+    directory(schema)
+    schema.add_argument("--format", choices=FORMATS, default="openai")
+    schema.add_argument("--strict", action="store_true", help="OpenAI strict mode")
     return parser
 
 
@@ -27,8 +121,230 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    logger.remove()
+    logger.add(
+        sys.stderr, level="DEBUG" if args.verbose else "WARNING", format="{level}: {message}"
+    )
+    logger.enable("agenthost")
+    try:
+        command: Callable[[argparse.Namespace], int] = _COMMANDS[args.command]
+        return command(args)
+    finally:
+        logger.disable("agenthost")
+
+
+# --- watch ---------------------------------------------------------------------------------------
+
+
+def _watch(args: argparse.Namespace) -> int:
+    directory = Path(args.dir)
+    debounce = args.debounce / 1000 if args.debounce is not None else None
+    host = PluginHost(directory, watch=True, debounce=debounce)
+    printer = _json_event if args.json else _text_event
+    host.on_event(lambda event: printer(event, sys.stdout))
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: object) -> None:
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, request_stop)
+    try:
+        host.start()
+        print(
+            f"watching {host.directory} ({host.watch_mode}, debounce {host.debounce * 1000:g} ms); "
+            "Ctrl-C to stop",
+            file=sys.stderr,
+            flush=True,
+        )
+        while not stop.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        # A second Ctrl-C must not interrupt the orderly retirement of every plugin.
+        interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            host.stop()
+        finally:
+            signal.signal(signal.SIGINT, interrupt)
+            signal.signal(signal.SIGTERM, previous)
+    print("stopped", file=sys.stderr, flush=True)
     return 0
 
+
+def _text_event(event: PluginEvent, out: TextIO) -> None:
+    stamp = time.strftime("%H:%M:%S")
+    head = f"{stamp} {event.kind:<8} {event.plugin}"
+    if event.kind in ("loaded", "reloaded"):
+        version = f" {event.version}" if event.version else ""
+        noun = "tool" if event.tools == 1 else "tools"
+        line = f"{head}{version}: {event.tools} {noun} in {event.duration_ms:.1f} ms ({event.path})"
+        if event.message:
+            line += "\n" + _indent(event.message)
+    elif event.kind == "failed":
+        where = event.location or event.path
+        line = f"{head}: {where}: {event.message}"
+        if event.traceback:
+            line += "\n" + _indent(event.traceback)
+    elif event.kind == "conflict":
+        line = f"{head}: {event.message}"
+    else:
+        line = f"{head} ({event.path})"
+    print(line, file=out, flush=True)
+
+
+def _json_event(event: PluginEvent, out: TextIO) -> None:
+    record = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "event": event.kind,
+        "plugin": event.plugin,
+        "version": event.version,
+        "tools": event.tools,
+        "ms": round(event.duration_ms, 3),
+        "path": event.path,
+        "message": event.message or None,
+        "location": event.location or None,
+        "traceback": event.traceback or None,
+    }
+    print(json.dumps(record), file=out, flush=True)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
+
+
+# --- list, schema ------------------------------------------------------------------------------
+
+
+def _list(args: argparse.Namespace) -> int:
+    with PluginHost(args.dir) as host:
+        plugins, tools = host.plugins(), host.tools()
+    if args.json:
+        print(json.dumps([_plugin_record(p, tools) for p in plugins], indent=2, default=str))
+        return 0
+    if not plugins:
+        print(f"no plugins in {Path(args.dir).absolute()}")
+        return 0
+    rows = [("PLUGIN", "VERSION", "STATUS", "TOOLS", "PATH")]
+    rows += [
+        (p.name, p.version or "-", p.status, ", ".join(p.tools) or "-", p.path) for p in plugins
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        print("  ".join([*cells, row[4]]))
+    for plugin in plugins:
+        if plugin.error:
+            print(f"\n{plugin.name}: {plugin.error}")
+    return 0
+
+
+def _plugin_record(plugin: PluginInfo, tools: Sequence[Any]) -> dict[str, Any]:
+    return {
+        "name": plugin.name,
+        "version": plugin.version,
+        "status": plugin.status,
+        "error": plugin.error,
+        "path": plugin.path,
+        "kind": plugin.kind,
+        "problems": list(plugin.problems),
+        "tools": [
+            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+            for t in tools
+            if t.name in plugin.tools
+        ],
+    }
+
+
+def _schema(args: argparse.Namespace) -> int:
+    with PluginHost(args.dir) as host:
+        print(json.dumps(host.schemas(args.format, strict=args.strict), indent=2))
+    return 0
+
+
+# --- check, new ---------------------------------------------------------------------------------
+
+
+def _check(args: argparse.Namespace) -> int:
+    path = Path(args.path).absolute()
+    source = source_at(path.parent, path.name)
+    if source is None:
+        print(f"{path}: not a plugin (a .py file, a folder with __init__.py, or a .whl)")
+        return 1
+    with tempfile.TemporaryDirectory(prefix="agenthost-check-") as scratch:
+        result = load_source(source, Path(scratch), hooks=False)
+        if isinstance(result, LoadFailure):
+            print(f"failed: {result}")
+            if result.traceback:
+                print(_indent(result.traceback))
+            return 1
+        try:
+            return _report(
+                result.name, result.version, result.definitions, result.problems, args.json
+            )
+        finally:
+            result.retire()
+
+
+def _report(
+    name: str,
+    version: str | None,
+    definitions: Sequence[Any],
+    problems: Sequence[str],
+    as_json: bool,
+) -> int:
+    findings = [f for d in definitions for f in check_compatibility(d)]
+    failed = bool(problems) or any(f.severity == "error" for f in findings)
+    if as_json:
+        record = {
+            "plugin": name,
+            "version": version,
+            "ok": not failed,
+            "tools": [{"name": d.name, "input_schema": d.input_schema} for d in definitions],
+            "problems": list(problems),
+            "findings": [
+                {"severity": f.severity, "provider": f.provider, "tool": f.tool,
+                 "message": f.message, "file": f.file, "line": f.line}
+                for f in findings
+            ],
+        }  # fmt: skip
+        print(json.dumps(record, indent=2, default=str))
+        return 1 if failed else 0
+    count = f"{len(definitions)} tool{'s' if len(definitions) != 1 else ''}"
+    print(f"plugin {name} {version or ''}".rstrip() + f": {count}")
+    for definition in definitions:
+        parameters = ", ".join(definition.input_schema.get("properties") or {}) or "no parameters"
+        print(f"  {definition.name}({parameters}): {definition.description or '(no description)'}")
+    for problem in problems:
+        print(f"error: {problem}")
+    for finding in findings:
+        print(finding)
+    print("FAILED" if failed else "OK")
+    return 1 if failed else 0
+
+
+def _new(args: argparse.Namespace) -> int:
+    name = args.name
+    if not name.isidentifier() or name.startswith("_"):
+        print(f"plugin name {name!r} must be a Python identifier that does not start with '_'")
+        return 2
+    target = Path(args.dir) / f"{name}.py"
+    if target.exists():
+        print(f"{target} exists; choose another name")
+        return 1
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(TEMPLATE.format(name=name))
+    print(f"wrote {target}; check it with: agenthost check {target}")
+    return 0
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "watch": _watch,
+    "list": _list,
+    "check": _check,
+    "new": _new,
+    "schema": _schema,
+}
 
 if __name__ == "__main__":
     raise SystemExit(main())

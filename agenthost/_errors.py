@@ -7,7 +7,8 @@ is never raised out of the executor.
 
     AgentHostError
      ├── ToolDefinitionError      a @tool declaration cannot become a tool
-     └── InvalidArgumentsError    a call's arguments do not match the tool's schema
+     ├── InvalidArgumentsError    a call's arguments do not match the tool's schema
+     └── ToolConflictError        the host registered a name someone already owns
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ __all__ = [
     "ArgumentProblem",
     "DefinitionProblem",
     "InvalidArgumentsError",
+    "ToolConflictError",
     "ToolDefinitionError",
 ]
 
@@ -98,3 +100,12 @@ class InvalidArgumentsError(AgentHostError):
         count = len(self.problems)
         noun = "problem" if count == 1 else "problems"
         super().__init__(f"invalid arguments for tool '{tool}' ({count} {noun}): {details}")
+
+
+class ToolConflictError(AgentHostError):
+    """The host tried to register a tool name that is already owned (first claim wins)."""
+
+    def __init__(self, name: str, owner: str) -> None:
+        self.name = name
+        self.owner = owner
+        super().__init__(f"tool '{name}' is already owned by {owner}; choose another name")

@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "DEFS_PREFIX",
     "admits_null",
+    "breaking_changes",
     "canonicalize",
     "map_subschemas",
     "recursive_definitions",
@@ -131,3 +132,41 @@ def admits_null(schema: Mapping[str, Any]) -> bool:
         return True
     variants = schema.get("anyOf") or schema.get("oneOf") or ()
     return any(isinstance(v, Mapping) and admits_null(v) for v in variants)
+
+
+_ANNOTATION_KEYS = frozenset({"description", "title", "default", "examples", "deprecated"})
+
+
+def breaking_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Why arguments valid for ``old`` may be refused by ``new`` (empty: a compatible change).
+
+    Compatible: a new optional parameter, a parameter becoming optional, new
+    enum values, changed descriptions or defaults. Anything else that touches a
+    parameter's schema is reported.
+    """
+    reasons = []
+    old_props, new_props = old.get("properties") or {}, new.get("properties") or {}
+    old_required, new_required = set(old.get("required") or ()), set(new.get("required") or ())
+    for name in old_props.keys() - new_props.keys():
+        reasons.append(f"parameter '{name}' was removed")
+    for name in sorted(new_required - old_required):
+        reasons.append(f"parameter '{name}' is now required")
+    for name in old_props.keys() & new_props.keys():
+        before, after = _without_annotations(old_props[name]), _without_annotations(new_props[name])
+        if before == after:
+            continue
+        old_enum, new_enum = before.pop("enum", None), after.pop("enum", None)
+        widened = old_enum is not None and new_enum is not None
+        if widened and before == after and set(map(repr, old_enum)) <= set(map(repr, new_enum)):
+            continue
+        reasons.append(f"parameter '{name}' changed type")
+    if (old.get("$defs") or {}) != (new.get("$defs") or {}):
+        reasons.append("a recursive model changed")
+    return reasons
+
+
+def _without_annotations(schema: Any) -> Any:
+    if not isinstance(schema, Mapping):
+        return schema
+    kept = {key: value for key, value in schema.items() if key not in _ANNOTATION_KEYS}
+    return map_subschemas(kept, _without_annotations)

@@ -1,0 +1,274 @@
+"""``PluginHost``: the plugin directory, the live registry and the watcher, in one object."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from loguru import logger
+
+from agenthost._definition import ToolDefinition
+from agenthost._exporters import Format, export_tools
+from agenthost._frozen import FrozenList
+from agenthost._loader import (
+    installed_entry_points,
+    load_installed,
+    load_source,
+    plugin_sources,
+    read_source,
+    source_at,
+)
+from agenthost._registry import (
+    Load,
+    PluginEvent,
+    PluginInfo,
+    Registry,
+    RegistryChange,
+    Snapshot,
+    ToolInfo,
+)
+from agenthost._watcher import ALL, Watcher, debounce_from
+
+__all__ = ["PluginHost"]
+
+
+def _default_cache_dir() -> Path:
+    configured = os.environ.get("AGENTHOST_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "agenthost"
+
+
+class PluginHost:
+    """Hosts the tools of a plugin directory, live.
+
+    ``directory`` is loaded on :meth:`start` (or entering ``with``); with
+    ``watch=True`` edits are applied as they happen, otherwise :meth:`rescan`
+    applies them on demand. Installed distributions that declare the
+    ``agenthost.plugins`` entry-point group are loaded too, unless
+    ``installed=False``.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None = "plugins",
+        *,
+        watch: bool = False,
+        debounce: float | None = None,
+        installed: bool = True,
+        cache_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.directory = Path(directory).absolute() if directory is not None else None
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
+        self.debounce = debounce_from(debounce)
+        self._watch = watch
+        self._installed = installed
+        self._registry = Registry()
+        self._reload_lock = threading.RLock()
+        self._listeners: list[Callable[[PluginEvent], None]] = []
+        self._watcher: Watcher | None = None
+        self._started = False
+        self._stopped = False
+
+    def __repr__(self) -> str:
+        state = "running" if self._started and not self._stopped else "stopped"
+        return f"<PluginHost {self.directory} {state}, {len(self._snapshot.tools)} tools>"
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> PluginHost:
+        """Load the directory (and installed plugins), then start watching if asked."""
+        with self._reload_lock:
+            if self._started:
+                return self
+            self._started = True
+            installed = installed_entry_points() if self._installed else []
+            loads = [Load(s.key, s, result) for s, result in map(load_installed, installed)]
+            self._reconcile({ALL}, extra=loads)
+            if self._watch and self.directory is not None:
+                self._watcher = Watcher(self.directory, self._reconcile, debounce=self.debounce)
+                self._watcher.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching and retire every plugin (``on_unload`` runs after its calls end)."""
+        with self._reload_lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            if self._watcher is not None:
+                self._watcher.stop()
+            self._apply([], self._registry.plugin_keys())
+
+    def __enter__(self) -> PluginHost:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> PluginHost:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.stop)
+
+    # --- reading -----------------------------------------------------------------------------
+    @property
+    def _snapshot(self) -> Snapshot:
+        return self._registry.snapshot
+
+    @property
+    def version(self) -> int:
+        """The registry version; it increases on every change."""
+        return self._snapshot.version
+
+    @property
+    def watch_mode(self) -> str | None:
+        """``native`` (inotify and friends), ``polling``, or None when not watching."""
+        return self._watcher.mode if self._watcher is not None else None
+
+    def tools(self) -> list[ToolInfo]:
+        """Every live tool, by name."""
+        snapshot = self._snapshot
+        cached = snapshot.cache.get("tools")
+        if cached is None:
+            cached = snapshot.cache["tools"] = tuple(
+                entry.info for _, entry in sorted(snapshot.tools.items())
+            )
+        return list(cached)
+
+    def tool(self, name: str) -> ToolInfo | None:
+        """One live tool by name."""
+        entry = self._snapshot.tools.get(name)
+        return entry.info if entry is not None else None
+
+    def plugins(self) -> list[PluginInfo]:
+        """Every plugin entry with its status, by name."""
+        return sorted(self._snapshot.plugins.values(), key=lambda p: (p.name, p.path))
+
+    def schemas(self, format: Format = "openai", *, strict: bool = False) -> list[Any]:
+        """The tool definitions in a provider's format (read-only, cached per registry version)."""
+        snapshot = self._snapshot
+        key = ("schemas", format, strict)
+        cached = snapshot.cache.get(key)
+        if cached is None:
+            definitions = [entry.info.definition for _, entry in sorted(snapshot.tools.items())]
+            cached = snapshot.cache[key] = FrozenList(
+                export_tools(definitions, format, strict=strict)
+            )
+        return cached
+
+    # --- changing ----------------------------------------------------------------------------
+    def register(self, fn: Callable[..., Any] | ToolDefinition, **options: Any) -> ToolInfo:
+        """Add a host-owned tool (any callable, or a ready definition); its name is the host's."""
+        definition = (
+            fn if isinstance(fn, ToolDefinition) else ToolDefinition.from_function(fn, **options)
+        )
+        return self._registry.register_host(definition)
+
+    def rescan(self) -> RegistryChange:
+        """Bring the registry in line with the directory now (for hosts that do not watch)."""
+        if not self._started:
+            self.start()
+        return self._reconcile({ALL})
+
+    def on_change(self, callback: Callable[[RegistryChange], None]) -> Callable[[], None]:
+        """Call ``callback`` with the diff after every registry change; returns an undo."""
+        return self._registry.on_change(callback)
+
+    def on_event(self, callback: Callable[[PluginEvent], None]) -> Callable[[], None]:
+        """Call ``callback`` for every plugin event (loaded, reloaded, ...); returns an undo."""
+        self._listeners.append(callback)
+
+        def undo() -> None:
+            if callback in self._listeners:
+                self._listeners.remove(callback)
+
+        return undo
+
+    # --- reconciling the directory with the registry -----------------------------------------
+    def _reconcile(self, keys: set[str], extra: Iterable[Load] = ()) -> RegistryChange:
+        with self._reload_lock:
+            if self._stopped:
+                return RegistryChange(self.version)
+            loads, removals = list(extra), []
+            for key, source in self._targets(keys).items():
+                if source is None:
+                    removals.append(key)
+                    continue
+                try:
+                    content = read_source(source)
+                except OSError:
+                    continue  # vanished while reading: its deletion event follows
+                if self._registry.attempted(key) == content[0]:
+                    continue  # same content saved again
+                result = load_source(source, self.cache_dir, content)
+                loads.append(Load(key, source, result, content[0]))
+            return self._apply(loads, removals)
+
+    def _targets(self, keys: set[str]) -> dict[str, Any]:
+        """Directory keys to look at and what each is now (None: gone)."""
+        directory = self.directory
+        known = [k for k in self._registry.plugin_keys() if not k.startswith("entry-point:")]
+        if directory is None:
+            return {}
+        if ALL in keys:
+            present = plugin_sources(directory)
+            return {key: present.get(key) for key in sorted({*present, *known})}
+        return {key: source_at(directory, key) for key in sorted(keys)}
+
+    def _apply(self, loads: list[Load], removals: list[str]) -> RegistryChange:
+        if not loads and not removals:
+            return RegistryChange(self.version)
+        freed = [self._snapshot.plugins[k].name for k in removals if k in self._snapshot.plugins]
+        change, events = self._registry.apply(loads, removals)
+        self._emit(events)
+        directory = self.directory
+        retry = []
+        if directory is not None and not self._stopped:
+            for key in (k for name in freed for k in self._registry.waiting_for(name)):
+                source = source_at(directory, key)
+                if source is not None:
+                    retry.append(Load(key, source, load_source(source, self.cache_dir)))
+        if retry:  # a plugin name was freed: the entry waiting for it loads now
+            later, events = self._registry.apply(retry)
+            self._emit(events)
+            change = _merge(change, later)
+        return change
+
+    def _emit(self, events: list[PluginEvent]) -> None:
+        for event in events:
+            for listener in list(self._listeners):
+                try:
+                    listener(event)
+                except Exception:  # noqa: BLE001 - a listener's bug must not stop loading
+                    logger.exception("plugin event listener {!r} failed", listener)
+
+
+def _merge(first: RegistryChange, second: RegistryChange) -> RegistryChange:
+    def both(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(a + b))
+
+    return RegistryChange(
+        second.version,
+        both(first.added, second.added),
+        both(first.removed, second.removed),
+        both(first.changed, second.changed),
+        {**first.breaking, **second.breaking},
+        both(first.plugins, second.plugins),
+    )

@@ -1,0 +1,418 @@
+"""Turning one entry of the plugin directory into a loaded plugin version, or a failure.
+
+Everything a plugin does at import time is contained here: syntax errors,
+import errors, exceptions, ``sys.exit()`` and other BaseExceptions become a
+:class:`LoadFailure` with the file, line and a short traceback, and whatever
+the plugin half-imported is removed from ``sys.modules`` again. What cannot be
+contained in-process (an endless loop at import, a crash in C code,
+``os._exit``) is listed in the README under isolation levels.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import inspect
+import threading
+import time
+import traceback
+import types
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import importlib_metadata
+from loguru import logger
+
+from agenthost._decorator import tool_options
+from agenthost._definition import ToolDefinition
+from agenthost._errors import ToolDefinitionError
+from agenthost._namespace import Namespace
+from agenthost._wheel import ENTRY_POINT_GROUP, Wheel, WheelError, open_wheel
+
+__all__ = [
+    "HOOK_TIMEOUT",
+    "Kind",
+    "LoadFailure",
+    "PluginVersion",
+    "Source",
+    "installed_entry_points",
+    "is_ignored",
+    "load_installed",
+    "load_source",
+    "plugin_sources",
+    "read_source",
+    "source_at",
+]
+
+Kind = Literal["module", "package", "wheel", "installed"]
+HOOK_TIMEOUT = 10.0
+
+# Editor temp and backup files, VCS and OS litter: never plugins, never a reason to reload.
+_IGNORED_SUFFIXES = (
+    "~", ".swp", ".swo", ".swx", ".tmp", ".temp", ".bak", ".orig", ".rej", ".part",
+    ".crdownload", ".pyc", "___jb_tmp___", "___jb_old___", ".kate-swp",
+)  # fmt: skip
+_IGNORED_NAMES = frozenset({"__pycache__", "4913", "Thumbs.db", "node_modules"})
+
+
+def is_ignored(name: str) -> bool:
+    """Whether a file or folder name is editor or tool litter rather than plugin content."""
+    return (
+        name.startswith((".", "#", "~"))
+        or name.endswith(_IGNORED_SUFFIXES)
+        or name in _IGNORED_NAMES
+        or name.endswith(".egg-info")
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One plugin entry of the directory: a module file, a package folder or a wheel."""
+
+    key: str
+    path: Path
+    kind: Kind
+
+
+def source_at(directory: Path, key: str) -> Source | None:
+    """What the directory entry ``key`` is right now, if it is a plugin."""
+    if is_ignored(key):
+        return None
+    path = directory / key
+    if key.endswith(".py") and path.is_file() and key[:-3].isidentifier():
+        return Source(key, path, "module")
+    if key.endswith(".whl") and path.is_file():
+        return Source(key, path, "wheel")
+    if path.is_dir() and (path / "__init__.py").is_file() and key.isidentifier():
+        return Source(key, path, "package")
+    return None
+
+
+def plugin_sources(directory: Path) -> dict[str, Source]:
+    """Every plugin in ``directory``, by key, in name order."""
+    try:
+        names = sorted(entry.name for entry in directory.iterdir())
+    except OSError:
+        return {}
+    found = (source_at(directory, name) for name in names)
+    return {source.key: source for source in found if source is not None}
+
+
+def _package_files(path: Path) -> Iterator[Path]:
+    for child in sorted(path.iterdir()):
+        if is_ignored(child.name):
+            continue
+        if child.is_dir():
+            yield from _package_files(child)
+        elif child.is_file():
+            yield child
+
+
+def read_source(source: Source) -> tuple[str, dict[Path, bytes]]:
+    """The content hash of a source and the bytes it was computed from (``OSError`` if gone)."""
+    digest = hashlib.sha256()
+    files = [source.path] if source.kind != "package" else list(_package_files(source.path))
+    contents: dict[Path, bytes] = {}
+    for path in files:
+        data = path.read_bytes()
+        contents[path] = data
+        digest.update(str(path.relative_to(source.path.parent)).encode() + b"\0")
+        digest.update(hashlib.sha256(data).digest())
+    return digest.hexdigest()[:16], contents
+
+
+@dataclass(frozen=True, slots=True)
+class LoadFailure:
+    """Why a plugin did not load: the message, where, and the plugin's part of the traceback."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+    traceback: str = ""
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}" if self.file and self.line else self.file or ""
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.message}" if self.location else self.message
+
+
+@dataclass(eq=False)
+class PluginVersion:
+    """One loaded version of a plugin.
+
+    Calls ``enter()`` it before running one of its tools and ``exit()`` after;
+    once retired, its modules are dropped and ``on_unload`` runs when the last
+    of those calls has ended, so a running call never loses its code.
+    """
+
+    name: str
+    source: Source
+    version: str | None
+    content_hash: str
+    definitions: tuple[ToolDefinition, ...]
+    problems: tuple[str, ...] = ()
+    load_ms: float = 0.0
+    namespace: Namespace | None = None
+    unload_hooks: tuple[Callable[[], Any], ...] = ()
+    on_closed: Callable[[PluginVersion], None] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _inflight: int = 0
+    _retired: bool = False
+    _closed: bool = False
+
+    def enter(self) -> bool:
+        """Count a call in; False if this version is already closed (use the current one)."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._inflight += 1
+            return True
+
+    def exit(self) -> None:
+        """Count a call out; the last one out of a retired version closes it."""
+        with self._lock:
+            self._inflight -= 1
+            close = self._retired and self._inflight == 0 and not self._closed
+            if close:
+                self._closed = True
+        if close:
+            self._close()
+
+    @property
+    def inflight(self) -> int:
+        return self._inflight
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def retire(self) -> None:
+        """No new calls will be routed here; close now or when the last call ends."""
+        with self._lock:
+            self._retired = True
+            close = self._inflight == 0 and not self._closed
+            if close:
+                self._closed = True
+        if close:
+            self._close()
+
+    def _close(self) -> None:
+        for hook in self.unload_hooks:
+            error = run_hook(hook)
+            if error:
+                logger.warning("plugin {}: on_unload failed: {}", self.name, error)
+        if self.namespace is not None:
+            self.namespace.close()
+        if self.on_closed is not None:
+            self.on_closed(self)
+        self.definitions = ()
+        self.unload_hooks = ()
+
+
+def run_hook(hook: Callable[[], Any], timeout: float = HOOK_TIMEOUT) -> str | None:
+    """Run a sync or async lifecycle hook; return an error message instead of raising."""
+
+    def call() -> None:
+        result = hook()
+        if inspect.isawaitable(result):
+            asyncio.run(_await(result))
+
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agenthost-hook")
+    try:
+        pool.submit(call).result(timeout)
+    except concurrent.futures.TimeoutError:
+        return f"{_name(hook)} did not finish within {timeout:g} s"
+    except BaseException as exc:  # noqa: BLE001 - plugin code: reported, never fatal
+        return f"{_name(hook)} raised {type(exc).__name__}: {exc}"
+    finally:
+        pool.shutdown(wait=False)
+    return None
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def _name(hook: Callable[..., Any]) -> str:
+    return getattr(hook, "__name__", "hook")
+
+
+def load_source(
+    source: Source,
+    cache_dir: Path,
+    content: tuple[str, dict[Path, bytes]] | None = None,
+    *,
+    hooks: bool = True,
+) -> PluginVersion | LoadFailure:
+    """Import one plugin entry into a fresh namespace and define its tools.
+
+    ``content`` is what :func:`read_source` returned, if the caller already read it;
+    ``hooks=False`` skips ``on_load`` and ``on_unload`` (for ``agenthost check``).
+    """
+    started = time.perf_counter()
+    try:
+        content_hash, contents = content or read_source(source)
+    except OSError as exc:
+        return LoadFailure(f"cannot read {source.path}: {exc.strerror or exc}", str(source.path))
+    wheel: Wheel | None = None
+    if source.kind == "wheel":
+        try:
+            wheel = open_wheel(contents[source.path], cache_dir)
+        except (WheelError, OSError) as exc:
+            return LoadFailure(f"unusable wheel: {exc}", str(source.path))
+        if wheel.missing:
+            return LoadFailure(
+                "missing dependencies: " + ", ".join(wheel.missing)
+                + "; install them into the host's environment",
+                str(source.path),
+            )  # fmt: skip
+        name, tops, modules = wheel.name, wheel.tops, wheel.modules
+        snapshot: dict[Path, bytes] = {}
+    else:
+        name = source.path.stem if source.kind == "module" else source.path.name
+        tops, modules, snapshot = {name: source.path}, [name], contents
+    namespace = Namespace(name, tops, snapshot)
+    try:
+        imported = [namespace.import_module(module) for module in modules]
+        targets = _targets(imported, wheel, namespace)
+    except BaseException as exc:  # noqa: BLE001 - contain whatever the plugin raises
+        namespace.close()
+        return _failure(exc, [str(p) for p in tops.values()], str(source.path))
+    definitions, problems = _define(targets)
+    problems += _run_hooks(_hooks(imported, "on_load") if hooks else [])
+    version = wheel.version if wheel else _module_version(imported[0])
+    return PluginVersion(
+        name=name,
+        source=source,
+        version=version,
+        content_hash=content_hash,
+        definitions=tuple(definitions),
+        problems=tuple(problems),
+        load_ms=(time.perf_counter() - started) * 1000,
+        namespace=namespace,
+        unload_hooks=tuple(_hooks(imported, "on_unload")) if hooks else (),
+    )
+
+
+def load_installed(
+    entry_point: importlib_metadata.EntryPoint,
+) -> tuple[Source, PluginVersion | LoadFailure]:
+    """A plugin from an installed distribution's entry point (imported normally, not isolated)."""
+    source = Source(f"entry-point:{entry_point.name}", Path(entry_point.value), "installed")
+    return source, _load_installed(entry_point, source)
+
+
+def _load_installed(
+    entry_point: importlib_metadata.EntryPoint, source: Source
+) -> PluginVersion | LoadFailure:
+    started = time.perf_counter()
+    dist = entry_point.dist
+    try:
+        target = entry_point.load()
+    except BaseException as exc:  # noqa: BLE001 - contain whatever the plugin raises
+        return _failure(exc, [], entry_point.value)
+    modules = [target] if isinstance(target, types.ModuleType) else []
+    definitions, problems = _define(_expand(target, entry_point.value))
+    problems += _run_hooks(_hooks(modules, "on_load"))
+    return PluginVersion(
+        name=entry_point.name,
+        source=source,
+        version=dist.version if dist else None,
+        content_hash="",
+        definitions=tuple(definitions),
+        problems=tuple(problems),
+        load_ms=(time.perf_counter() - started) * 1000,
+        unload_hooks=tuple(_hooks(modules, "on_unload")),
+    )
+
+
+def _hooks(modules: Iterable[types.ModuleType], name: str) -> list[Callable[[], Any]]:
+    return [hook for module in modules if callable(hook := module.__dict__.get(name))]
+
+
+def _run_hooks(hooks: Iterable[Any]) -> list[str]:
+    """Run ``on_load`` hooks; their errors become problems, never failures."""
+    return [f"on_load: {error}" for hook in hooks if callable(hook) and (error := run_hook(hook))]
+
+
+def installed_entry_points() -> list[importlib_metadata.EntryPoint]:
+    """The ``agenthost.plugins`` entry points of installed distributions, by name."""
+    return sorted(importlib_metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+
+
+def _targets(
+    imported: list[types.ModuleType], wheel: Wheel | None, namespace: Namespace
+) -> list[Any]:
+    """The tool functions to define: from entry points if the wheel names objects, else modules."""
+    if wheel is None or not any(attr for _, attr in wheel.entry_points):
+        return [obj for module in imported for obj in _expand(module, module.__name__)]
+    found: list[Any] = []
+    for module_name, attr in wheel.entry_points:
+        obj: Any = namespace.import_module(module_name)
+        for part in (attr or "").split(".") if attr else ():
+            obj = getattr(obj, part)
+        found += _expand(obj, f"{module_name}:{attr}" if attr else module_name)
+    return found
+
+
+def _expand(target: Any, where: str) -> list[Any]:
+    """Tools inside an entry point target: a module, one tool, or a list of tools."""
+    if isinstance(target, types.ModuleType):
+        return [v for v in vars(target).values() if tool_options(v) is not None]
+    if isinstance(target, list | tuple):
+        return [v for v in target if tool_options(v) is not None]
+    if tool_options(target) is not None or callable(target):
+        return [target]
+    raise TypeError(f"entry point {where} names neither a module, a tool nor a list of tools")
+
+
+def _define(targets: Iterable[Any]) -> tuple[list[ToolDefinition], list[str]]:
+    definitions: dict[str, ToolDefinition] = {}
+    problems: list[str] = []
+    for target in {id(t): t for t in targets}.values():
+        try:
+            definition = ToolDefinition.from_function(target)
+        except ToolDefinitionError as exc:
+            problems.append(str(exc))
+            continue
+        first = definitions.get(definition.name)
+        if first is not None:
+            problems.append(
+                f"tool name '{definition.name}' is defined twice: at {first.location} and at "
+                f"{definition.location}; rename one with @tool(name=...)"
+            )
+            continue
+        definitions[definition.name] = definition
+    return list(definitions.values()), problems
+
+
+def _module_version(module: types.ModuleType) -> str | None:
+    value = module.__dict__.get("__version__")
+    return str(value) if value is not None else None
+
+
+def _failure(exc: BaseException, roots: list[str], where: str) -> LoadFailure:
+    """A failure pointing at the plugin's own frames, not at agenthost or importlib."""
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if (frame.filename.startswith(tuple(roots)) if roots else "importlib" not in frame.filename)
+    ]
+    file: str | None = where
+    line: int | None = None
+    if isinstance(exc, SyntaxError) and exc.filename:
+        file, line = exc.filename, exc.lineno
+    elif frames:
+        file, line = frames[-1].filename, frames[-1].lineno
+    short = "".join(traceback.format_list(frames[-5:]))
+    short += "".join(traceback.format_exception_only(type(exc), exc))
+    message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if isinstance(exc, SyntaxError):
+        message = f"SyntaxError: {exc.msg}"
+    del exc  # the traceback holds the plugin's frames; do not keep them alive
+    return LoadFailure(message, file, line, short.rstrip())

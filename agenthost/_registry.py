@@ -1,0 +1,497 @@
+"""The live tool registry: immutable snapshots, one atomic swap per change, first claim wins.
+
+Readers take ``registry.snapshot`` (a single attribute read) and never lock;
+writers build the next snapshot completely under a lock and swap it in, so a
+reader sees all of a plugin's new tools or none of them.
+
+Tool names are claimed in order. The first claimant owns a name; a plugin
+reloading keeps the claims it already holds; later claimants wait, listed with
+status ``conflict``, and when the owner lets go the next in line gets the name.
+No plugin can take a name from the host or from another plugin, which is the
+defence against tool hijacking (GHSA-67q9-58vj-32qx).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from loguru import logger
+
+from agenthost._definition import ToolDefinition
+from agenthost._errors import ToolConflictError
+from agenthost._loader import LoadFailure, PluginVersion, Source
+from agenthost._schema import breaking_changes
+
+__all__ = [
+    "HOST",
+    "Entry",
+    "PluginEvent",
+    "PluginInfo",
+    "Registry",
+    "RegistryChange",
+    "Snapshot",
+    "ToolInfo",
+]
+
+HOST = "(host)"
+Status = Literal["loaded", "failed", "conflict"]
+EventKind = Literal["loaded", "reloaded", "unloaded", "failed", "conflict"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInfo:
+    """A live tool as the application sees it."""
+
+    name: str
+    description: str
+    plugin: str
+    version: str | None
+    input_schema: Mapping[str, Any]
+    output_schema: Mapping[str, Any] | None
+    permissions: frozenset[str]
+    timeout: float | None
+    tags: tuple[str, ...]
+    definition_only: bool
+    definition: ToolDefinition = field(repr=False, compare=False)
+
+    @classmethod
+    def of(cls, definition: ToolDefinition, plugin: str, version: str | None) -> ToolInfo:
+        return cls(
+            definition.name,
+            definition.description,
+            plugin,
+            version,
+            definition.input_schema,
+            definition.output_schema,
+            definition.permissions,
+            definition.timeout,
+            definition.tags,
+            definition.definition_only,
+            definition,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PluginInfo:
+    """A plugin entry of the directory and its state.
+
+    ``status`` is ``failed`` when the last load failed (the previous version, if
+    any, keeps serving ``tools``) and ``conflict`` when some of its tool names
+    (or its plugin name) are owned by someone else.
+    """
+
+    name: str
+    path: str
+    version: str | None
+    status: Status
+    error: str | None
+    tools: tuple[str, ...]
+    kind: str = "module"
+    content_hash: str = ""
+    problems: tuple[str, ...] = ()
+    load_ms: float = 0.0
+    location: str = ""
+    traceback: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryChange:
+    """What one swap changed. ``breaking`` maps each changed tool to why callers may break."""
+
+    version: int
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    breaking: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    plugins: tuple[str, ...] = ()
+
+    def is_breaking(self, name: str) -> bool:
+        return bool(self.breaking.get(name))
+
+
+@dataclass(frozen=True, slots=True)
+class PluginEvent:
+    """A line of the plugin log: what happened to which plugin, how long it took, and why."""
+
+    kind: EventKind
+    plugin: str
+    path: str
+    version: str | None = None
+    tools: int = 0
+    duration_ms: float = 0.0
+    message: str = ""
+    location: str = ""
+    traceback: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """What a call needs: the tool, and the version to hold while it runs (None: host tool)."""
+
+    info: ToolInfo
+    owner: PluginVersion | None
+
+
+class Snapshot:
+    """One immutable state of the registry; ``cache`` memoises views derived from it."""
+
+    __slots__ = ("cache", "plugins", "tools", "version")
+
+    def __init__(
+        self, version: int, tools: dict[str, Entry], plugins: dict[str, PluginInfo]
+    ) -> None:
+        self.version = version
+        self.tools: Mapping[str, Entry] = tools
+        self.plugins: Mapping[str, PluginInfo] = plugins
+        self.cache: dict[Any, Any] = {}
+
+
+@dataclass(eq=False)
+class _State:
+    key: str
+    source: Source
+    name: str
+    serving: PluginVersion | None = None
+    failure: LoadFailure | None = None
+    collision: str | None = None
+    attempted: str | None = None
+
+
+@dataclass(eq=False)
+class _Claim:
+    seq: int
+    plugin: str
+    definition: ToolDefinition
+    version: PluginVersion | None
+
+
+@dataclass
+class Load:
+    """The outcome of loading one directory entry, to be applied to the registry."""
+
+    key: str
+    source: Source
+    result: PluginVersion | LoadFailure
+    content_hash: str = ""
+
+
+class Registry:
+    """The mutable side: claims and plugin states, turned into snapshots."""
+
+    def __init__(self) -> None:
+        self.snapshot = Snapshot(0, {}, {})
+        self._lock = threading.RLock()
+        self._seq = itertools.count()
+        self._claims: dict[str, list[_Claim]] = {}
+        self._states: dict[str, _State] = {}
+        self._holders: dict[str, str] = {}  # plugin name -> key that provides it
+        self._callbacks: list[Callable[[RegistryChange], None]] = []
+
+    # --- reading ---------------------------------------------------------------------------
+    def attempted(self, key: str) -> str | None:
+        """The content hash last loaded (or tried) for ``key``."""
+        state = self._states.get(key)
+        return state.attempted if state else None
+
+    def plugin_keys(self) -> list[str]:
+        return list(self._states)
+
+    def waiting_for(self, name: str) -> list[str]:
+        """Keys refused because another entry provides plugin ``name``, in order."""
+        return sorted(k for k, s in self._states.items() if s.collision and s.name == name)
+
+    # --- writing ---------------------------------------------------------------------------
+    def on_change(self, callback: Callable[[RegistryChange], None]) -> Callable[[], None]:
+        with self._lock:
+            self._callbacks.append(callback)
+
+        def undo() -> None:
+            with self._lock:
+                if callback in self._callbacks:
+                    self._callbacks.remove(callback)
+
+        return undo
+
+    def register_host(self, definition: ToolDefinition) -> ToolInfo:
+        """Claim a name for the host; refused if any plugin or the host already claimed it."""
+        with self._lock:
+            claims = self._claims.get(definition.name)
+            if claims:
+                raise ToolConflictError(definition.name, self._owner_text(claims[0]))
+            self._claims[definition.name] = [_Claim(next(self._seq), HOST, definition, None)]
+            change, _ = self._swap({definition.name}, set(), set(), [])
+        self._notify(change)
+        return self.snapshot.tools[definition.name].info
+
+    def apply(
+        self, loads: Sequence[Load] = (), removals: Sequence[str] = ()
+    ) -> tuple[RegistryChange, list[PluginEvent]]:
+        """Apply loads and removals in one swap; retire what they replace."""
+        with self._lock:
+            events: list[PluginEvent] = []
+            retired: list[PluginVersion] = []
+            affected: set[str] = set()
+            touched: set[str] = set()
+            for key in removals:
+                self._remove(key, affected, events, retired)
+                touched.add(key)
+            for load in loads:
+                self._load(load, affected, events, retired)
+                touched.add(load.key)
+            loaded = {load.key for load in loads}
+            change, conflict_events = self._swap(affected, touched, loaded, events)
+        for version in retired:
+            version.retire()
+        self._notify(change)
+        return change, events + conflict_events
+
+    def _remove(
+        self, key: str, affected: set[str], events: list[PluginEvent], retired: list[PluginVersion]
+    ) -> None:
+        state = self._states.pop(key, None)
+        if state is None:
+            return
+        if state.serving is not None:
+            affected |= self._drop_claims(state.serving.name)
+            retired.append(state.serving)
+        if self._holders.get(state.name) == key:
+            del self._holders[state.name]
+        events.append(PluginEvent("unloaded", state.name, str(state.source.path)))
+
+    def _load(
+        self,
+        load: Load,
+        affected: set[str],
+        events: list[PluginEvent],
+        retired: list[PluginVersion],
+    ) -> None:
+        state = self._states.get(load.key)
+        result = load.result
+        name = result.name if isinstance(result, PluginVersion) else _guess_name(load.source)
+        if state is None:
+            state = self._states[load.key] = _State(load.key, load.source, name)
+        state.source, state.attempted = load.source, load.content_hash
+        path = str(load.source.path)
+        if isinstance(result, LoadFailure):
+            state.failure = result
+            events.append(_failed(state, result, path))
+            return
+        holder = self._holders.get(result.name)
+        if holder is not None and holder != load.key:
+            state.name = result.name
+            state.collision = (
+                f"plugin name '{result.name}' is already provided by "
+                f"{self._states[holder].source.path}; remove one of them"
+            )
+            retired.append(result)
+            events.append(PluginEvent("conflict", result.name, path, message=state.collision))
+            return
+        old = state.serving
+        if old is not None and result.problems:
+            state.failure = LoadFailure(
+                "new version not loaded, the previous one keeps serving: "
+                + " | ".join(p.splitlines()[0] for p in result.problems),
+                traceback="\n".join(result.problems),
+            )
+            retired.append(result)
+            events.append(_failed(state, state.failure, path))
+            return
+        if old is not None:
+            if old.name != result.name:
+                affected |= self._drop_claims(old.name)
+                self._holders.pop(old.name, None)
+            retired.append(old)
+        state.name, state.serving = result.name, result
+        state.failure = state.collision = None
+        self._holders[result.name] = load.key
+        affected |= self._claim(
+            result, old if old is not None and old.name == result.name else None
+        )
+        kind: EventKind = "reloaded" if old is not None else "loaded"
+        events.append(
+            PluginEvent(
+                kind,
+                result.name,
+                path,
+                result.version,
+                len(result.definitions),
+                result.load_ms,
+                "\n".join(result.problems),
+            )
+        )
+
+    def _claim(self, version: PluginVersion, old: PluginVersion | None) -> set[str]:
+        new = {d.name: d for d in version.definitions}
+        gone = {d.name for d in old.definitions} - new.keys() if old else set()
+        for name in gone:
+            self._claims[name] = [c for c in self._claims[name] if c.plugin != version.name]
+        for name, definition in new.items():
+            claims = self._claims.setdefault(name, [])
+            mine = next((c for c in claims if c.plugin == version.name), None)
+            if mine is None:
+                claims.append(_Claim(next(self._seq), version.name, definition, version))
+            else:
+                mine.definition, mine.version = definition, version
+        return gone | new.keys()
+
+    def _drop_claims(self, plugin: str) -> set[str]:
+        dropped = set()
+        for name, claims in self._claims.items():
+            if any(c.plugin == plugin for c in claims):
+                self._claims[name] = [c for c in claims if c.plugin != plugin]
+                dropped.add(name)
+        return dropped
+
+    def _swap(
+        self, affected: set[str], touched: set[str], loaded: set[str], events: list[PluginEvent]
+    ) -> tuple[RegistryChange, list[PluginEvent]]:
+        old = self.snapshot
+        tools = dict(old.tools)
+        added, removed, changed = [], [], []
+        breaking: dict[str, tuple[str, ...]] = {}
+        more_events: list[PluginEvent] = []
+        for name in sorted(affected):
+            claims = self._claims.get(name)
+            if not claims:
+                self._claims.pop(name, None)
+                if tools.pop(name, None) is not None:
+                    removed.append(name)
+                continue
+            owner, before = claims[0], old.tools.get(name)
+            tools[name] = self._entry(owner, before)
+            touched |= {self._holders[c.plugin] for c in claims if c.plugin in self._holders}
+            if before is None:
+                added.append(name)
+            elif (before.info.definition.fingerprint, before.info.plugin) != (
+                owner.definition.fingerprint,
+                owner.plugin,
+            ):
+                changed.append(name)
+                breaking[name] = tuple(
+                    breaking_changes(before.info.input_schema, owner.definition.input_schema)
+                )
+            more_events += self._ownership_events(name, claims, before, loaded)
+        plugins = dict(old.plugins)
+        for key in touched:
+            plugins.pop(key, None)
+            state = self._states.get(key)
+            if state is not None:
+                plugins[key] = self._plugin_info(state)
+        version = old.version + 1
+        self.snapshot = Snapshot(version, tools, dict(sorted(plugins.items())))
+        names = tuple(sorted({e.plugin for e in [*events, *more_events]}))
+        change = RegistryChange(
+            version, tuple(added), tuple(removed), tuple(changed), breaking, names
+        )
+        return change, more_events
+
+    def _entry(self, owner: _Claim, before: Entry | None) -> Entry:
+        if before is not None and before.info.definition is owner.definition:
+            return before
+        version = owner.version.version if owner.version else None
+        return Entry(ToolInfo.of(owner.definition, owner.plugin, version), owner.version)
+
+    def _ownership_events(
+        self, name: str, claims: list[_Claim], before: Entry | None, loaded: set[str]
+    ) -> list[PluginEvent]:
+        """Conflicts for plugins just loaded, and a waiting plugin taking over a freed name."""
+        found = []
+        for loser in claims[1:]:
+            if self._holders.get(loser.plugin) in loaded and loser.version is not None:
+                message = f"tool '{name}' is owned by {self._owner_text(claims[0])}"
+                found.append(
+                    PluginEvent(
+                        "conflict", loser.plugin, str(loser.version.source.path), message=message
+                    )
+                )
+        owner = claims[0]
+        took_over = before is not None and before.info.plugin != owner.plugin
+        if (
+            took_over
+            and owner.version is not None
+            and self._holders.get(owner.plugin) not in loaded
+        ):
+            assert before is not None
+            message = f"now owns tool '{name}' (released by plugin '{before.info.plugin}')"
+            found.append(
+                PluginEvent(
+                    "loaded",
+                    owner.plugin,
+                    str(owner.version.source.path),
+                    owner.version.version,
+                    len(owner.version.definitions),
+                    message=message,
+                )
+            )
+        return found
+
+    def _plugin_info(self, state: _State) -> PluginInfo:
+        serving = state.serving
+        owned = tuple(
+            d.name
+            for d in (serving.definitions if serving else ())
+            if self._claims.get(d.name) and self._claims[d.name][0].plugin == state.name
+        )
+        lost = [
+            f"tool '{d.name}' is owned by {self._owner_text(self._claims[d.name][0])}"
+            for d in (serving.definitions if serving else ())
+            if d.name not in owned
+        ]
+        status: Status = "loaded"
+        error: str | None = None
+        failure = state.failure
+        if failure is not None:
+            status, error = "failed", failure.message
+        elif state.collision or lost:
+            status, error = "conflict", state.collision or "; ".join(lost)
+        return PluginInfo(
+            name=state.name,
+            path=str(state.source.path),
+            version=serving.version if serving else None,
+            status=status,
+            error=error,
+            tools=owned,
+            kind=state.source.kind,
+            content_hash=serving.content_hash if serving else "",
+            problems=serving.problems if serving else (),
+            load_ms=serving.load_ms if serving else 0.0,
+            location=failure.location if failure else "",
+            traceback=failure.traceback if failure else "",
+        )
+
+    def _owner_text(self, claim: _Claim) -> str:
+        if claim.plugin == HOST:
+            return "the host"
+        key = self._holders.get(claim.plugin)
+        where = f" ({self._states[key].source.path})" if key in self._states else ""
+        return f"plugin '{claim.plugin}'{where}"
+
+    def _notify(self, change: RegistryChange) -> None:
+        for callback in list(self._callbacks):
+            try:
+                callback(change)
+            except Exception:  # noqa: BLE001 - a listener's bug must not break the registry
+                logger.exception("on_change callback {!r} failed", callback)
+
+
+def _failed(state: _State, failure: LoadFailure, path: str) -> PluginEvent:
+    return PluginEvent(
+        "failed",
+        state.name,
+        path,
+        message=failure.message,
+        location=failure.location,
+        traceback=failure.traceback,
+    )
+
+
+def _guess_name(source: Source) -> str:
+    if source.kind == "module":
+        return source.path.stem
+    if source.kind == "wheel":
+        return source.path.name.split("-", 1)[0].replace("_", "-").lower()
+    return source.path.name
