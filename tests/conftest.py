@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from agenthost import PluginHost
 
 # Property tests run on CI machines with 2 cores: keep them bounded and quiet about slowness.
 settings.register_profile(
@@ -28,3 +32,20 @@ def plugin_dir(tmp_path: Path) -> Path:
     path = tmp_path / "plugins"
     path.mkdir()
     return path
+
+
+@pytest.fixture
+def make_host(tmp_path: Path) -> Iterator[Callable[..., PluginHost]]:
+    """Build hosts that use a scratch wheel cache, skip installed plugins and stop at teardown."""
+    hosts: list[PluginHost] = []
+
+    def make(directory: Path | None = None, **options: Any) -> PluginHost:
+        options.setdefault("cache_dir", tmp_path / "cache")
+        options.setdefault("installed", False)
+        host = PluginHost(directory if directory is not None else tmp_path / "plugins", **options)
+        hosts.append(host)
+        return host
+
+    yield make
+    for host in hosts:
+        host.stop()

@@ -1,0 +1,244 @@
+"""The command line, through main(argv), and `agenthost watch` as a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+from helpers import replace_atomically, write
+
+from agenthost._cli import main
+
+GOOD = """
+    from agenthost import tool
+    __version__ = "1.2"
+
+    @tool
+    def add(a: int, b: int) -> int:
+        "Add two integers."
+        return a + b
+    """
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def test_list_prints_a_table_and_errors(
+    plugin_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTHOST_CACHE_DIR", str(plugin_dir.parent / "cache"))
+    write(plugin_dir / "math_tools.py", GOOD)
+    write(plugin_dir / "broken.py", "raise RuntimeError('no config')\n")
+    code, out = run(capsys, "list", str(plugin_dir))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["PLUGIN", "VERSION", "STATUS", "TOOLS", "PATH"]
+    assert lines[1].split() == ["broken", "-", "failed", "-", str(plugin_dir / "broken.py")]
+    assert lines[2].split() == [
+        "math_tools",
+        "1.2",
+        "loaded",
+        "add",
+        str(plugin_dir / "math_tools.py"),
+    ]
+    assert "broken: RuntimeError: no config" in out
+
+
+def test_list_json(plugin_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(plugin_dir / "math_tools.py", GOOD)
+    code, out = run(capsys, "list", str(plugin_dir), "--json")
+    [record] = json.loads(out)
+    assert (code, record["name"], record["status"]) == (0, "math_tools", "loaded")
+    assert record["tools"][0]["name"] == "add"
+    assert record["tools"][0]["input_schema"]["required"] == ["a", "b"]
+
+
+def test_check_a_good_plugin(plugin_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(plugin_dir / "math_tools.py", GOOD)
+    code, out = run(capsys, "check", str(path))
+    assert code == 0
+    assert out.splitlines() == [
+        "plugin math_tools 1.2: 1 tool",
+        "  add(a, b): Add two integers.",
+        "OK",
+    ]
+
+
+def test_check_reports_definition_errors_and_provider_findings(
+    plugin_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(plugin_dir / "mixed.py", """
+        from agenthost import tool
+
+        @tool(name="3d_render")
+        def render(scene: str) -> str:
+            "Render."
+            return scene
+
+        @tool
+        def untyped(x) -> str:
+            "Untyped."
+            return x
+        """)  # fmt: skip
+    code, out = run(capsys, "check", str(path))
+    assert code == 1
+    assert "error: cannot define tool from function 'untyped'" in out
+    assert f"{path}:3: error: [gemini] tool '3d_render': name '3d_render' breaks the rule" in out
+    assert out.splitlines()[-1] == "FAILED"
+
+
+def test_check_a_plugin_that_does_not_import(
+    plugin_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(plugin_dir / "syntax.py", "def f(:\n")
+    code, out = run(capsys, "check", str(path))
+    assert code == 1
+    assert out.startswith(f"failed: {path}:1: SyntaxError: invalid syntax")
+
+
+def test_check_does_not_run_hooks_or_leave_modules(
+    plugin_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    marker = plugin_dir.parent / "hook-ran"
+    hook = f"\ndef on_load():\n    open({str(marker)!r}, 'w').close()\n"
+    path = write(plugin_dir / "hooked.py", textwrap.dedent(GOOD) + hook)
+    before = set(sys.modules)
+    assert run(capsys, "check", str(path))[0] == 0
+    assert not marker.exists()
+    assert {n for n in set(sys.modules) - before if n.count(".")} == set()
+
+
+def test_check_json(plugin_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(plugin_dir / "math_tools.py", GOOD)
+    code, out = run(capsys, "check", str(path), "--json")
+    record = json.loads(out)
+    assert (code, record["ok"], record["tools"][0]["name"], record["findings"]) == (
+        0,
+        True,
+        "add",
+        [],
+    )
+
+
+def test_new_writes_a_template_that_loads_and_passes_check(
+    plugin_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = run(capsys, "new", "notes", "--dir", str(plugin_dir))
+    target = plugin_dir / "notes.py"
+    assert (code, out.strip()) == (0, f"wrote {target}; check it with: agenthost check {target}")
+    assert run(capsys, "check", str(target)) == (
+        0,
+        "plugin notes 0.1.0: 1 tool\n  notes_echo(text, times, style): Send the text back, repeated.\nOK\n",
+    )
+    assert run(capsys, "new", "notes", "--dir", str(plugin_dir)) == (
+        1,
+        f"{target} exists; choose another name\n",
+    )
+    assert run(capsys, "new", "not-valid", "--dir", str(plugin_dir))[0] == 2
+
+
+def test_schema_prints_provider_definitions(
+    plugin_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(plugin_dir / "math_tools.py", GOOD)
+    code, out = run(capsys, "schema", str(plugin_dir), "--format", "openai-responses", "--strict")
+    [definition] = json.loads(out)
+    assert (code, definition["name"], definition["strict"]) == (0, "add", True)
+
+
+def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "usage: agenthost" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["watch", "list", "check", "new", "schema"])
+def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--help"])
+    assert exited.value.code == 0
+    assert f"usage: agenthost {command}" in capsys.readouterr().out
+
+
+class Process:
+    """`agenthost watch` in a subprocess, its stdout read line by line with deadlines."""
+
+    def __init__(self, *args: str, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "agenthost", "watch", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self._pump_thread = threading.Thread(target=self._pump, daemon=True)
+        self._pump_thread.start()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+        self._pump_thread.join(timeout=10)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def expect(self, *words: str, timeout: float = 10.0) -> str:
+        while True:
+            line = self.lines.get(timeout=timeout)
+            if all(word in line for word in words):
+                return line
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_watch_logs_load_reload_unload_and_exits_0_on_ctrl_c(
+    plugin_dir: Path, tmp_path: Path, as_json: bool
+) -> None:
+    env = {
+        **os.environ,
+        "AGENTHOST_CACHE_DIR": str(tmp_path / "cache"),
+        "AGENTHOST_DEBOUNCE_MS": "20",
+    }
+    process = Process(str(plugin_dir), *(["--json"] if as_json else []), env=env)
+    try:
+        assert process.proc.stderr is not None
+        assert "watching" in process.proc.stderr.readline()
+        path = write(plugin_dir / "math_tools.py", GOOD)
+        loaded = process.expect("loaded", "math_tools")
+        replace_atomically(path, GOOD.replace("a + b", "b + a"))
+        reloaded = process.expect("reloaded", "math_tools")
+        replace_atomically(path, "def broken(:\n")
+        failed = process.expect("failed", "math_tools")
+        path.unlink()
+        unloaded = process.expect("unloaded", "math_tools")
+        process.proc.send_signal(signal.SIGINT)
+        assert process.proc.wait(timeout=10) == 0
+    finally:
+        process.close()
+    if as_json:
+        records = [json.loads(line) for line in (loaded, reloaded, failed, unloaded)]
+        assert [r["event"] for r in records] == ["loaded", "reloaded", "failed", "unloaded"]
+        assert (records[0]["version"], records[0]["tools"]) == ("1.2", 1)
+        assert records[2]["location"] == f"{path}:1"
+        assert "SyntaxError" in records[2]["message"]
+    else:
+        assert "math_tools 1.2: 1 tool in " in loaded
+        assert f"({path})" in loaded
+        assert "reloaded math_tools 1.2: 1 tool in " in reloaded
+        assert f"failed   math_tools: {path}:1: SyntaxError: invalid syntax" in failed
+        assert "unloaded math_tools" in unloaded
