@@ -78,8 +78,15 @@ class ToolDefinition:
     context_parameter: str | None = None
     file: str | None = None
     line: int | None = None
-    fingerprint: str = ""
     _exports: dict[tuple[str, bool], Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def fingerprint(self) -> str:
+        """A digest of everything a model or client sees, to tell real changes from reloads."""
+        found = self._exports.get(("fingerprint", False))
+        if found is None:
+            found = self._exports["fingerprint", False] = _fingerprint(self)
+        return found
 
     def validate(self, arguments: RawArguments) -> dict[str, Any]:
         """Validated keyword arguments for the function, or :class:`InvalidArgumentsError`."""
@@ -98,12 +105,13 @@ class ToolDefinition:
         Raises :class:`ToolDefinitionError` listing every problem found.
         """
         options = tool_options(fn) or ToolOptions()
-        unknown = tuple(sorted(set(overrides) - set(ToolOptions.__dataclass_fields__)))
-        options = replace(
-            options,
-            **{k: v for k, v in overrides.items() if k not in unknown},
-            unknown=options.unknown + unknown,
-        )
+        if overrides:
+            unknown = tuple(sorted(set(overrides) - set(ToolOptions.__dataclass_fields__)))
+            options = replace(
+                options,
+                **{k: v for k, v in overrides.items() if k not in unknown},
+                unknown=options.unknown + unknown,
+            )
         target, file, line = source_of(fn)
         problems: list[DefinitionProblem] = []
         name = options.name or getattr(fn, "__name__", None) or type(fn).__name__
@@ -198,25 +206,25 @@ class ToolDefinition:
         values["input_schema"] = freeze(values["input_schema"])
         if values.get("output_schema") is not None:
             values["output_schema"] = freeze(values["output_schema"])
-        values["fingerprint"] = _fingerprint(values)
         return cls(**values)
 
 
-def _fingerprint(values: Mapping[str, Any]) -> str:
-    """A digest of everything a model or client sees, to tell real changes from reloads."""
-    hints = values.get("hints", ToolHints())
+def _fingerprint(definition: ToolDefinition) -> str:
+    hints = definition.hints
     public = {
-        key: values.get(key)
-        for key in ("name", "title", "description", "input_schema", "output_schema", "kind")
+        "name": definition.name,
+        "title": definition.title,
+        "description": definition.description,
+        "input_schema": definition.input_schema,
+        "output_schema": definition.output_schema,
+        "kind": definition.kind,
+        "permissions": sorted(definition.permissions),
+        "timeout": definition.timeout,
+        "tags": list(definition.tags),
+        "hints": [hints.read_only, hints.destructive, hints.idempotent, hints.open_world],
+        "definition_only": definition.definition_only,
+        "examples": list(definition.examples),
     }
-    public.update(
-        permissions=sorted(values.get("permissions", ())),
-        timeout=values.get("timeout"),
-        tags=list(values.get("tags", ())),
-        hints=[hints.read_only, hints.destructive, hints.idempotent, hints.open_world],
-        definition_only=values.get("definition_only", False),
-        examples=list(values.get("examples", ())),
-    )
     text = json.dumps(public, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -63,15 +63,17 @@ class FrozenList(list[Any]):
         return FrozenList(item) if isinstance(index, slice) else item
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def freeze(value: Any) -> Any:
     """Return ``value`` with every dict and list replaced by its read-only form."""
+    kind = type(value)
+    if kind in _SCALARS or kind is FrozenDict or kind is FrozenList:
+        return value
     if isinstance(value, dict):
-        if type(value) is FrozenDict:
-            return value
         return FrozenDict({key: freeze(item) for key, item in value.items()})
     if isinstance(value, list | tuple):
-        if type(value) is FrozenList:
-            return value
         return FrozenList([freeze(item) for item in value])
     return value
 

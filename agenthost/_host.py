@@ -33,6 +33,7 @@ from agenthost._registry import (
     ToolInfo,
 )
 from agenthost._watcher import ALL, Watcher, debounce_from
+from agenthost._wheel import prune_cache
 
 __all__ = ["PluginHost"]
 
@@ -87,6 +88,7 @@ class PluginHost:
             if self._started:
                 return self
             self._started = True
+            prune_cache(self.cache_dir)
             installed = installed_entry_points() if self._installed else []
             loads = [Load(s.key, s, result) for s, result in map(load_installed, installed)]
             self._reconcile({ALL}, extra=loads)

@@ -186,7 +186,8 @@ class Registry:
         self.snapshot = Snapshot(0, {}, {})
         self._lock = threading.RLock()
         self._seq = itertools.count()
-        self._claims: dict[str, list[_Claim]] = {}
+        self._claims: dict[str, list[_Claim]] = {}  # tool name -> claims, first one owns
+        self._claimed: dict[str, dict[str, _Claim]] = {}  # plugin -> its claims by tool name
         self._states: dict[str, _State] = {}
         self._holders: dict[str, str] = {}  # plugin name -> key that provides it
         self._callbacks: list[Callable[[RegistryChange], None]] = []
@@ -222,7 +223,9 @@ class Registry:
             claims = self._claims.get(definition.name)
             if claims:
                 raise ToolConflictError(definition.name, self._owner_text(claims[0]))
-            self._claims[definition.name] = [_Claim(next(self._seq), HOST, definition, None)]
+            claim = _Claim(next(self._seq), HOST, definition, None)
+            self._claims[definition.name] = [claim]
+            self._claimed.setdefault(HOST, {})[definition.name] = claim
             change, _ = self._swap({definition.name}, set(), set(), [])
         self._notify(change)
         return self.snapshot.tools[definition.name].info
@@ -325,26 +328,26 @@ class Registry:
         )
 
     def _claim(self, version: PluginVersion, old: PluginVersion | None) -> set[str]:
+        """Claim the version's names; names the plugin already holds keep their place."""
+        mine = self._claimed.setdefault(version.name, {})
         new = {d.name: d for d in version.definitions}
         gone = {d.name for d in old.definitions} - new.keys() if old else set()
         for name in gone:
-            self._claims[name] = [c for c in self._claims[name] if c.plugin != version.name]
+            self._claims[name].remove(mine.pop(name))
         for name, definition in new.items():
-            claims = self._claims.setdefault(name, [])
-            mine = next((c for c in claims if c.plugin == version.name), None)
-            if mine is None:
-                claims.append(_Claim(next(self._seq), version.name, definition, version))
+            claim = mine.get(name)
+            if claim is None:
+                claim = mine[name] = _Claim(next(self._seq), version.name, definition, version)
+                self._claims.setdefault(name, []).append(claim)
             else:
-                mine.definition, mine.version = definition, version
+                claim.definition, claim.version = definition, version
         return gone | new.keys()
 
     def _drop_claims(self, plugin: str) -> set[str]:
-        dropped = set()
-        for name, claims in self._claims.items():
-            if any(c.plugin == plugin for c in claims):
-                self._claims[name] = [c for c in claims if c.plugin != plugin]
-                dropped.add(name)
-        return dropped
+        mine = self._claimed.pop(plugin, {})
+        for name, claim in mine.items():
+            self._claims[name].remove(claim)
+        return set(mine)
 
     def _swap(
         self, affected: set[str], touched: set[str], loaded: set[str], events: list[PluginEvent]

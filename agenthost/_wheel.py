@@ -9,11 +9,14 @@ renamed into place, so a half-extracted wheel is never seen.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
+import os
 import shutil
 import stat
 import tempfile
+import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -22,7 +25,7 @@ import importlib_metadata
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-__all__ = ["ENTRY_POINT_GROUP", "Wheel", "WheelError", "open_wheel"]
+__all__ = ["ENTRY_POINT_GROUP", "Wheel", "WheelError", "open_wheel", "prune_cache"]
 
 ENTRY_POINT_GROUP = "agenthost.plugins"
 MAX_UNCOMPRESSED = 200 * 1024 * 1024
@@ -51,7 +54,9 @@ def open_wheel(data: bytes, cache_dir: Path) -> Wheel:
     """Extract ``data`` (a wheel's bytes) into the cache if needed and read its metadata."""
     digest = hashlib.sha256(data).hexdigest()
     root = cache_dir / "wheels" / digest[:32]
-    if not root.is_dir():
+    if root.is_dir():
+        os.utime(root)  # in use: keeps it out of prune_cache's reach
+    else:
         _extract(data, root)
     dist_info = next(root.glob("*.dist-info"), None)
     if dist_info is None:
@@ -78,6 +83,22 @@ def open_wheel(data: bytes, cache_dir: Path) -> Wheel:
         entry_points=entry_points,
         missing=missing_requirements(distribution.requires or []),
     )
+
+
+def prune_cache(cache_dir: Path, older_than: float = 24 * 3600) -> None:
+    """Remove extracted wheels nobody opened for ``older_than`` seconds.
+
+    Extractions are shared by every host using the cache (and a retired version
+    may still be draining), so they are never removed on unload, only when stale.
+    """
+    wheels = cache_dir / "wheels"
+    if not wheels.is_dir():
+        return
+    limit = time.time() - older_than
+    for path in wheels.iterdir():
+        with contextlib.suppress(OSError):
+            if path.stat().st_mtime < limit:
+                shutil.rmtree(path, ignore_errors=True)
 
 
 def _extract(data: bytes, root: Path) -> None:

@@ -541,3 +541,20 @@ def test_hook_errors_are_reported_never_fatal(
     assert plugin.problems == ("on_load: on_load raised ConnectionError: database down",)
     host.stop()  # on_unload fails: logged, and stop still completes
     assert plugin_modules() == []
+
+
+def test_stale_wheel_extractions_are_pruned_at_start(
+    plugin_dir: Path, make_host: Host, tmp_path: Path
+) -> None:
+    import os
+    import time
+
+    stale = tmp_path / "cache" / "wheels" / ("0" * 32)
+    fresh = tmp_path / "cache" / "wheels" / ("1" * 32)
+    for path in (stale, fresh):
+        write(path / "mod.py", "x = 1\n")
+    day_ago = time.time() - 2 * 24 * 3600
+    os.utime(stale, (day_ago, day_ago))
+    make_host(plugin_dir).start()
+    assert not stale.exists()
+    assert fresh.exists()
