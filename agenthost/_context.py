@@ -10,7 +10,7 @@ worker threads the executor starts.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,8 @@ class ToolContext:
     attributes: dict[str, Any] = field(default_factory=dict)
     plugin: str | None = None
     version: str | None = None
+    _owner: Any = field(default=None, repr=False)  # the PluginVersion the call runs on
+    _sink: Callable[[str], None] | None = field(default=None, repr=False)  # streamed output
 
     @property
     def name(self) -> str:

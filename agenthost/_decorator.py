@@ -37,6 +37,8 @@ class ToolOptions:
     definition_only: bool = False
     examples: Iterable[Mapping[str, Any] | str] = ()
     input_schema: Mapping[str, Any] | None = None
+    cache_ttl: float | None = None
+    retries: int = 0
     unknown: tuple[str, ...] = ()
 
 
@@ -63,6 +65,8 @@ def tool(
     definition_only: bool = False,
     examples: Iterable[Mapping[str, Any] | str] = (),
     input_schema: Mapping[str, Any] | None = None,
+    cache_ttl: float | None = None,
+    retries: int = 0,
 ) -> Callable[[F], F]: ...
 
 
@@ -75,8 +79,11 @@ def tool(fn: Any = None, /, **options: Any) -> Any:
     turns the host default off), ``tags``, the MCP hints ``read_only``,
     ``destructive``, ``idempotent`` and ``open_world``, ``definition_only``
     (the host describes the tool but the client runs it), ``examples`` (example
-    argument objects, checked against the schema, or usage text) and
-    ``input_schema`` (a hand-written JSON Schema instead of the signature's).
+    argument objects, checked against the schema, or usage text),
+    ``input_schema`` (a hand-written JSON Schema instead of the signature's),
+    ``cache_ttl`` (seconds a ``CachingInterceptor`` may reuse a result) and
+    ``retries`` (how often a ``RetryInterceptor`` may rerun a failed call; the
+    tool must be ``idempotent=True``).
     """
     if fn is None:
         known = {key: value for key, value in options.items() if key in _OPTION_NAMES}

@@ -76,6 +76,8 @@ class ToolDefinition:
     definition_only: bool = False
     examples: tuple[Mapping[str, Any] | str, ...] = ()
     context_parameter: str | None = None
+    cache_ttl: float | None = None
+    retries: int = 0
     file: str | None = None
     line: int | None = None
     _exports: dict[tuple[str, bool], Any] = field(default_factory=dict, repr=False)
@@ -224,6 +226,8 @@ def _fingerprint(definition: ToolDefinition) -> str:
         "hints": [hints.read_only, hints.destructive, hints.idempotent, hints.open_world],
         "definition_only": definition.definition_only,
         "examples": list(definition.examples),
+        "cache_ttl": definition.cache_ttl,
+        "retries": definition.retries,
     }
     text = json.dumps(public, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -280,6 +284,8 @@ def _check_options(
         "title": options.title,
         "permissions": frozenset(permissions),
         "timeout": _timeout(options.timeout, problems),
+        "cache_ttl": _cache_ttl(options.cache_ttl, problems),
+        "retries": _retries(options.retries, hints, problems),
         "tags": tuple(dict.fromkeys(tags)),
         "hints": hints,
         "definition_only": bool(options.definition_only),
@@ -317,6 +323,30 @@ def _timeout(value: float | bool | None, problems: list[DefinitionProblem]) -> f
         )
         return None
     return float(value)
+
+
+def _cache_ttl(value: float | None, problems: list[DefinitionProblem]) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        problems.append(
+            DefinitionProblem(f"cache_ttl must be a positive number of seconds, got {value!r}")
+        )
+        return None
+    return float(value)
+
+
+def _retries(value: int, hints: ToolHints, problems: list[DefinitionProblem]) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        problems.append(
+            DefinitionProblem(f"retries must be a whole number of at least 0, got {value!r}")
+        )
+        return 0
+    if value and not hints.idempotent:
+        problems.append(
+            DefinitionProblem("retries need idempotent=True: a retried call may run twice")
+        )
+    return value
 
 
 def _examples(values: Iterable[object], problems: list[DefinitionProblem]) -> list[Any]:

@@ -13,6 +13,7 @@ from typing import Any
 from loguru import logger
 
 from agenthost._definition import ToolDefinition
+from agenthost._executor import Executor
 from agenthost._exporters import Format, export_tools
 from agenthost._frozen import FrozenList
 from agenthost._loader import (
@@ -23,6 +24,7 @@ from agenthost._loader import (
     read_source,
     source_at,
 )
+from agenthost._permissions import Permissions
 from agenthost._registry import (
     Load,
     PluginEvent,
@@ -64,6 +66,12 @@ class PluginHost:
         debounce: float | None = None,
         installed: bool = True,
         cache_dir: str | os.PathLike[str] | None = None,
+        default_permissions: Iterable[str] = (),
+        default_timeout: float | None = 60.0,
+        max_workers: int = 32,
+        max_output: int = 100_000,
+        interceptors: Iterable[Any] = (),
+        metrics: bool = True,
     ) -> None:
         self.directory = Path(directory).absolute() if directory is not None else None
         self.cache_dir = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
@@ -71,6 +79,26 @@ class PluginHost:
         self._watch = watch
         self._installed = installed
         self._registry = Registry()
+        self.permissions = Permissions(default_permissions)
+        self._executor = Executor(
+            self._registry,
+            permissions=self.permissions,
+            default_timeout=default_timeout,
+            max_workers=max_workers,
+            max_output=max_output,
+            metrics=metrics,
+            interceptors=interceptors,
+        )
+        # The call API, straight from the executor (no extra frame on the hot path).
+        self.execute = self._executor.execute
+        self.aexecute = self._executor.aexecute
+        self.execute_many = self._executor.execute_many
+        self.aexecute_many = self._executor.aexecute_many
+        self.stream = self._executor.stream
+        self.astream = self._executor.astream
+        self.stream_many = self._executor.stream_many
+        self.astream_many = self._executor.astream_many
+        self.add_interceptor = self._executor.add_interceptor
         self._reload_lock = threading.RLock()
         self._listeners: list[Callable[[PluginEvent], None]] = []
         self._watcher: Watcher | None = None
@@ -98,14 +126,17 @@ class PluginHost:
         return self
 
     def stop(self) -> None:
-        """Stop watching and retire every plugin (``on_unload`` runs after its calls end)."""
+        """Refuse new calls, stop watching, retire every plugin (``on_unload`` runs after
+        each version's last call ends) and shut the worker pool and loop down."""
         with self._reload_lock:
             if self._stopped:
                 return
             self._stopped = True
+            self._executor._stopped = True
             if self._watcher is not None:
                 self._watcher.stop()
             self._apply([], self._registry.plugin_keys())
+            self._executor.stop()
 
     def __enter__(self) -> PluginHost:
         return self.start()
@@ -143,6 +174,12 @@ class PluginHost:
     def watch_mode(self) -> str | None:
         """``native`` (inotify and friends), ``polling``, or None when not watching."""
         return self._watcher.mode if self._watcher is not None else None
+
+    def metrics(self) -> dict[str, Any]:
+        """Per tool: ``count``, ``errors`` by code, ``latency_ms`` (p50, p95, p99); and
+        ``abandoned_threads`` (sync tools still running after their timeout)."""
+        metrics = self._executor.metrics
+        return metrics.snapshot() if metrics is not None else {"tools": {}, "abandoned_threads": 0}
 
     def tools(self) -> list[ToolInfo]:
         """Every live tool, by name."""
