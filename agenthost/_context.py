@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agenthost._definition import ToolDefinition
 
-__all__ = ["ToolContext", "current_context"]
+__all__ = ["PendingContext", "ToolContext", "current_context"]
 
 
 @dataclass(slots=True, eq=False)
@@ -45,11 +45,22 @@ class ToolContext:
         return self.tool.name
 
 
-_current: contextvars.ContextVar[ToolContext | None] = contextvars.ContextVar(
+class PendingContext(tuple):  # type: ignore[type-arg]
+    """The arguments of a ToolContext not built yet: the fast call path sets this instead,
+    and :func:`current_context` builds the real object only if tool code asks for it."""
+
+    __slots__ = ()
+
+
+_current: contextvars.ContextVar[ToolContext | PendingContext | None] = contextvars.ContextVar(
     "agenthost_tool_context", default=None
 )
 
 
 def current_context() -> ToolContext | None:
     """The context of the tool call running in this thread or task, if any."""
-    return _current.get()
+    value = _current.get()
+    if type(value) is PendingContext:
+        value = ToolContext(*value)
+        _current.set(value)
+    return value  # type: ignore[return-value]

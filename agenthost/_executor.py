@@ -39,7 +39,7 @@ from typing import Any, Literal
 import pydantic_core
 from loguru import logger
 
-from agenthost._context import ToolContext, _current
+from agenthost._context import PendingContext, ToolContext, _current, current_context
 from agenthost._definition import ToolDefinition
 from agenthost._errors import InvalidArgumentsError
 from agenthost._interceptors import Interceptor, as_interceptor
@@ -136,13 +136,68 @@ class Executor:
         """Run one call synchronously (from any thread) and return its result."""
         started = perf_counter()
         cid = call_id or f"{self._prefix}{next(self._ids)}"
+        entry = self._registry.snapshot.tools.get(name)
+        if (
+            entry is None
+            or entry.inline is None
+            or interceptors
+            or self._interceptors
+            or timeout is not None
+            or entry.info.definition.permissions
+            or self._stopped
+        ):
+            return self._execute(name, arguments, session, timeout, interceptors, cid, started)
+        # The fast path: a plain sync tool with its timeout off runs right here. It is
+        # the general path below with every step that does not apply left out.
+        info = entry.info
+        try:
+            kwargs = info.definition.validator.validate(arguments)
+        except InvalidArgumentsError:
+            return self._execute(name, arguments, session, timeout, interceptors, cid, started)
+        owner = entry.owner
+        if owner is not None and not owner.enter():
+            return self._execute(name, arguments, session, timeout, interceptors, cid, started)
+        token = _current.set(PendingContext((info.definition, cid, session, arguments, kwargs,
+                                             {}, info.plugin, info.version, owner)))  # fmt: skip
+        try:
+            result = normalise(entry.inline(**kwargs), self.max_output)
+        except Exception as exc:  # noqa: BLE001 - the one boundary where tool errors become results
+            result = _tool_error(current_context(), exc)  # type: ignore[arg-type]
+        except SystemExit as exc:
+            result = _tool_error(current_context(), exc)  # type: ignore[arg-type]
+        finally:
+            _current.reset(token)
+            if owner is not None:
+                owner.exit()
+        result.tool, result.call_id, result.plugin, result.version = (
+            name,
+            cid,
+            info.plugin,
+            info.version,
+        )
+        result.duration_ms = duration = (perf_counter() - started) * 1000
+        if self.metrics is not None:
+            self.metrics.record(name, duration, result.error.code if result.error else None)
+        return result
+
+    def _execute(
+        self,
+        name: str,
+        arguments: Any,
+        session: str | None,
+        timeout: float | None,
+        interceptors: Iterable[Any],
+        cid: str,
+        started: float,
+    ) -> ToolResult:
         admitted = self._admit(name, arguments, session)
         if isinstance(admitted, ToolResult):
             return self._finish(admitted, name, None, cid, started)
         entry, kwargs = admitted
         info = entry.info
+        owner = entry.owner
         ctx = ToolContext(info.definition, cid, session, arguments, kwargs, {}, info.plugin,
-                          info.version, entry.owner)  # fmt: skip
+                          info.version, owner)  # fmt: skip
         try:
             limit = self._limit(info.definition, timeout)
             chain = self._chain(interceptors)
@@ -151,8 +206,8 @@ class Executor:
             else:
                 result = self._run(ctx, limit)
         finally:
-            if entry.owner is not None:
-                entry.owner.exit()
+            if owner is not None:
+                owner.exit()
         return self._finish(result, name, info, cid, started)
 
     def execute_many(
@@ -469,8 +524,12 @@ class Executor:
         return None
 
     def _run(self, ctx: ToolContext, limit: float | None) -> ToolResult:
-        if ctx.tool.function is None or ctx.tool.definition_only:
+        definition = ctx.tool
+        fn = definition.function
+        if fn is None or definition.definition_only:
             return _requires_action(ctx)
+        if limit is None and definition.kind == "sync":  # the inline fast path
+            return self._invoke(ctx, fn, _with_context(ctx))
         job = self._job(ctx)
         if job is None:
             return self._run_on_loop(self._coroutine(ctx, limit), ctx, limit)
@@ -676,8 +735,9 @@ def _with_context(ctx: ToolContext) -> dict[str, Any]:
 def _hold(ctx: ToolContext) -> Callable[[], None]:
     """Take one more hold on the call's version; the returned callable releases it once."""
     owner = ctx._owner
-    if owner is None or not owner.enter():
+    if owner is None:
         return lambda: None
+    owner.retain()
     released = threading.Event()
 
     def release() -> None:

@@ -161,31 +161,36 @@ class PluginVersion:
     unload_hooks: tuple[Callable[[], Any], ...] = ()
     on_closed: Callable[[PluginVersion], None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _inflight: int = 0
+    _calls: list[None] = field(default_factory=list, repr=False)
     _retired: bool = False
     _closed: bool = False
 
+    # enter() and exit() are on every call's path, so they avoid the lock: list append
+    # and pop are atomic, and enter() publishes its call *before* looking at _retired
+    # while retire() sets _retired *before* counting calls, so one of the two always
+    # sees the other. Only closing, which happens once, takes the lock.
+
     def enter(self) -> bool:
-        """Count a call in; False if this version is already closed (use the current one)."""
-        with self._lock:
-            if self._closed:
-                return False
-            self._inflight += 1
-            return True
+        """Count a call in; False once the version is retired (route the call to the new one)."""
+        self._calls.append(None)
+        if self._retired:
+            self.exit()
+            return False
+        return True
+
+    def retain(self) -> None:
+        """One more hold by a call that already entered (work that may outlive the call)."""
+        self._calls.append(None)
 
     def exit(self) -> None:
         """Count a call out; the last one out of a retired version closes it."""
-        with self._lock:
-            self._inflight -= 1
-            close = self._retired and self._inflight == 0 and not self._closed
-            if close:
-                self._closed = True
-        if close:
-            self._close()
+        self._calls.pop()
+        if self._retired and not self._calls:
+            self._close_once()
 
     @property
     def inflight(self) -> int:
-        return self._inflight
+        return len(self._calls)
 
     @property
     def closed(self) -> bool:
@@ -193,13 +198,16 @@ class PluginVersion:
 
     def retire(self) -> None:
         """No new calls will be routed here; close now or when the last call ends."""
+        self._retired = True
+        if not self._calls:
+            self._close_once()
+
+    def _close_once(self) -> None:
         with self._lock:
-            self._retired = True
-            close = self._inflight == 0 and not self._closed
-            if close:
-                self._closed = True
-        if close:
-            self._close()
+            if self._closed or self._calls:
+                return
+            self._closed = True
+        self._close()
 
     def _close(self) -> None:
         for hook in self.unload_hooks:

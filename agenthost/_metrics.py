@@ -1,4 +1,8 @@
-"""Per-tool call metrics: counts, errors by code, latency percentiles, abandoned threads."""
+"""Per-tool call metrics: counts, errors by code, latency percentiles, abandoned threads.
+
+Recording is on every call's path, so each thread records into its own
+statistics without any lock; a snapshot adds the threads' numbers up.
+"""
 
 from __future__ import annotations
 
@@ -9,52 +13,78 @@ from typing import Any
 
 __all__ = ["Metrics"]
 
-WINDOW = 2048  # latencies kept per tool for the percentiles
+WINDOW = 1024  # latencies kept per tool and thread for the percentiles
 
 
 class _ToolStats:
-    __slots__ = ("count", "errors", "latencies", "lock")
+    __slots__ = ("count", "errors", "latencies")
 
     def __init__(self) -> None:
         self.count = 0
         self.errors: dict[str, int] = {}
         self.latencies: deque[float] = deque(maxlen=WINDOW)
-        self.lock = threading.Lock()
 
 
 class Metrics:
     """Recorded by the executor for every call, including those refused before running."""
 
     def __init__(self) -> None:
-        self._tools: dict[str, _ToolStats] = {}
+        self._local = threading.local()
+        self._threads: list[dict[str, _ToolStats]] = []
         self._lock = threading.Lock()
         self.abandoned_threads = 0
 
     def record(self, tool: str, duration_ms: float, code: str | None) -> None:
-        stats = self._tools.get(tool)
-        if stats is None:
+        try:
+            tools: dict[str, _ToolStats] = self._local.tools
+        except AttributeError:
+            tools = self._local.tools = {}
             with self._lock:
-                stats = self._tools.setdefault(tool, _ToolStats())
-        with stats.lock:
-            stats.count += 1
-            stats.latencies.append(duration_ms)
-            if code is not None:
-                stats.errors[code] = stats.errors.get(code, 0) + 1
+                self._threads.append(tools)
+        stats = tools.get(tool)
+        if stats is None:
+            stats = tools[tool] = _ToolStats()
+        stats.count += 1
+        stats.latencies.append(duration_ms)
+        if code is not None:
+            stats.errors[code] = stats.errors.get(code, 0) + 1
 
     def snapshot(self) -> dict[str, Any]:
         """Per tool: count, errors by code, latency_ms p50/p95/p99; and abandoned threads."""
-        tools = {}
-        for name, stats in sorted(self._tools.items()):
-            with stats.lock:
-                latencies = sorted(stats.latencies)
-                count, errors = stats.count, dict(stats.errors)
-            tools[name] = {"count": count, "errors": errors, "latency_ms": _percentiles(latencies)}
-        return {"tools": tools, "abandoned_threads": self.abandoned_threads}
+        with self._lock:
+            threads = list(self._threads)
+        merged: dict[str, dict[str, Any]] = {}
+        for tools in threads:
+            for name, stats in list(tools.items()):
+                into = merged.setdefault(name, {"count": 0, "errors": {}, "latencies": []})
+                into["count"] += stats.count
+                for code, n in list(stats.errors.items()):
+                    into["errors"][code] = into["errors"].get(code, 0) + n
+                into["latencies"] += _copy(stats.latencies)
+        tools_out = {
+            name: {
+                "count": data["count"],
+                "errors": data["errors"],
+                "latency_ms": _percentiles(sorted(data["latencies"])),
+            }
+            for name, data in sorted(merged.items())
+        }
+        return {"tools": tools_out, "abandoned_threads": self.abandoned_threads}
 
     def reset(self) -> None:
         with self._lock:
-            self._tools = {}
+            self._threads = []
+            self._local = threading.local()
             self.abandoned_threads = 0
+
+
+def _copy(latencies: deque[float]) -> list[float]:
+    for _ in range(10):  # another thread may append while we read
+        try:
+            return list(latencies)
+        except RuntimeError:
+            continue
+    return []
 
 
 def _percentiles(ordered: list[float]) -> dict[str, float]:

@@ -130,10 +130,22 @@ class PluginEvent:
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """What a call needs: the tool, and the version to hold while it runs (None: host tool)."""
+    """What a call needs: the tool, and the version to hold while it runs (None: host tool).
+
+    ``inline`` is the function itself when the tool can run in the caller's thread
+    as is (sync, timeout turned off, no injected context, not definition-only).
+    """
 
     info: ToolInfo
     owner: PluginVersion | None
+    inline: Callable[..., Any] | None = None
+
+    @classmethod
+    def of(cls, info: ToolInfo, owner: PluginVersion | None) -> Entry:
+        d = info.definition
+        plain = d.kind == "sync" and not d.definition_only and d.context_parameter is None
+        inline = d.function if plain and d.timeout == float("inf") else None
+        return cls(info, owner, inline)
 
 
 class Snapshot:
@@ -396,7 +408,7 @@ class Registry:
         if before is not None and before.info.definition is owner.definition:
             return before
         version = owner.version.version if owner.version else None
-        return Entry(ToolInfo.of(owner.definition, owner.plugin, version), owner.version)
+        return Entry.of(ToolInfo.of(owner.definition, owner.plugin, version), owner.version)
 
     def _ownership_events(
         self, name: str, claims: list[_Claim], before: Entry | None, loaded: set[str]

@@ -114,9 +114,6 @@ class ToolResult:
         return json.dumps(self.to_dict(), default=str, **kwargs)
 
 
-_JSON_TEXT = (int, float, bool)
-
-
 def normalise(value: Any, max_output: int) -> ToolResult:
     """The success result for a tool's return value (see the module docstring)."""
     kind = type(value)
@@ -124,10 +121,14 @@ def normalise(value: Any, max_output: int) -> ToolResult:
         return _limited(value, None, max_output)
     if value is None:
         return ToolResult(True)
-    if kind in _JSON_TEXT:
-        if kind is float and not math.isfinite(value):
+    if kind is int:
+        return ToolResult(True, str(value), value)
+    if kind is bool:
+        return ToolResult(True, "true" if value else "false", value)
+    if kind is float:
+        if not math.isfinite(value):
             return ToolResult(True, str(value))  # JSON has no NaN or Infinity
-        return ToolResult(True, json.dumps(value), value)
+        return ToolResult(True, repr(value), value)
     if isinstance(value, bytes | bytearray | memoryview):
         return _binary(bytes(value), max_output)
     try:

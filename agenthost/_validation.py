@@ -94,7 +94,10 @@ class PydanticArgumentValidator(ArgumentValidator):
         self._parameters = tuple(schema.get("properties") or ())
 
     def validate(self, arguments: RawArguments) -> dict[str, Any]:
-        data = self._as_json(arguments)
+        if type(arguments) is str and arguments[:1] == "{":
+            data: str | bytes | bytearray = arguments  # the common case, checked inline
+        else:
+            data = self._as_json(arguments)
         try:
             result: dict[str, Any] = self._validator.validate_json(data, strict=True)
         except ValidationError as error:
