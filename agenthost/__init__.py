@@ -19,6 +19,7 @@ from agenthost._errors import (
     ToolConflictError,
     ToolDefinitionError,
 )
+from agenthost._executor import StreamEvent
 from agenthost._exporters import (
     FORMATS,
     export_tool,
@@ -31,39 +32,57 @@ from agenthost._exporters import (
 )
 from agenthost._frozen import thaw
 from agenthost._host import PluginHost
+from agenthost._interceptors import (
+    CachingInterceptor,
+    Interceptor,
+    LoggingInterceptor,
+    RetryInterceptor,
+)
 from agenthost._loader import LoadFailure
+from agenthost._masking import mask_secrets
+from agenthost._permissions import Permissions
 from agenthost._registry import (
     PluginEvent,
     PluginInfo,
     RegistryChange,
     ToolInfo,
 )
+from agenthost._results import ToolError, ToolResult
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AgentHostError",
     "ArgumentProblem",
+    "CachingInterceptor",
     "DefinitionProblem",
     "FORMATS",
     "Finding",
+    "Interceptor",
     "InvalidArgumentsError",
     "LoadFailure",
+    "LoggingInterceptor",
+    "Permissions",
     "PluginEvent",
     "PluginHost",
     "PluginInfo",
     "RegistryChange",
+    "RetryInterceptor",
+    "StreamEvent",
     "ToolConflictError",
     "ToolContext",
     "ToolDefinition",
     "ToolDefinitionError",
+    "ToolError",
     "ToolHints",
     "ToolInfo",
     "ToolOptions",
+    "ToolResult",
     "check_compatibility",
     "current_context",
     "export_tool",
     "export_tools",
+    "mask_secrets",
     "thaw",
     "to_anthropic",
     "to_gemini",

@@ -107,6 +107,23 @@ def _parser() -> argparse.ArgumentParser:
     new.add_argument("name", help="plugin name (a Python identifier)")
     new.add_argument("--dir", default="plugins", help="where to write it (./plugins)")
 
+    call = commands.add_parser("call", help="run one tool call and print the ToolResult as JSON")
+    call.add_argument(
+        "target",
+        nargs="+",
+        metavar="[DIR] TOOL [ARGS]",
+        help="plugin directory, tool, JSON arguments",
+    )
+    call.add_argument("--session", help="the session the call runs as")
+    call.add_argument(
+        "--grant",
+        action="append",
+        default=[],
+        metavar="PERMISSION",
+        help="grant the session a permission",
+    )
+    call.add_argument("--timeout", type=float, help="seconds before the call gives up")
+
     schema = commands.add_parser("schema", help="print the tool definitions for a provider")
     directory(schema)
     schema.add_argument("--format", choices=FORMATS, default="openai")
@@ -265,6 +282,30 @@ def _schema(args: argparse.Namespace) -> int:
 # --- check, new ---------------------------------------------------------------------------------
 
 
+def _call(args: argparse.Namespace) -> int:
+    target = list(args.target)
+    if len(target) > 3:
+        print("usage: agenthost call [DIR] TOOL [ARGS]", file=sys.stderr)
+        return 2
+    directory = "plugins"
+    if len(target) == 3 or (len(target) == 2 and not _looks_like_json(target[1])):
+        directory = target.pop(0)
+    name, arguments = target[0], target[1] if len(target) > 1 else "{}"
+    if not Path(directory).is_dir():
+        print(f"agenthost call: {directory} is not a directory", file=sys.stderr)
+        return 2
+    with PluginHost(directory) as host:
+        if args.grant:
+            host.permissions.grant(args.session, *args.grant)
+        result = host.execute(name, arguments, session=args.session, timeout=args.timeout)
+    print(result.to_json(indent=2))
+    return 0 if result.success else 1
+
+
+def _looks_like_json(text: str) -> bool:
+    return text.lstrip()[:1] in ("{", "[", '"') or text.strip() in ("", "null")
+
+
 def _check(args: argparse.Namespace) -> int:
     path = Path(args.path).absolute()
     source = source_at(path.parent, path.name)
@@ -344,6 +385,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "check": _check,
     "new": _new,
     "schema": _schema,
+    "call": _call,
 }
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ enum, UUID, Decimal, Path
 ``bytes``                  UTF-8 text goes to ``output``; other bytes become
                            ``data = {"type": "bytes", "base64": ..., "size": n}``
                            and a one-line ``output`` saying so
-anything else              ``output`` is ``str(value)``; ``data`` is None
+anything else              ``output`` is ``str(value)`` (else ``repr``, else a
+                           placeholder); ``data`` is None
 =========================  =========================================================
 
 An ``output`` longer than the host's ``max_output`` is cut there and ends with
@@ -134,10 +135,19 @@ def normalise(value: Any, max_output: int) -> ToolResult:
     try:
         text = pydantic_core.to_json(value).decode()
     except (pydantic_core.PydanticSerializationError, TypeError, ValueError):
-        return _limited(str(value), None, max_output)
+        return _limited(_printable(value), None, max_output)
     if len(text) > max_output:
         return _limited(text, None, max_output)
     return ToolResult(True, text, json.loads(text))
+
+
+def _printable(value: Any) -> str:
+    for render in (str, repr):
+        try:
+            return render(value)
+        except Exception:  # noqa: BLE001 - a broken __str__ must not break the call
+            continue
+    return f"<unprintable {type(value).__name__} object>"
 
 
 def _limited(text: str, data: Any, max_output: int) -> ToolResult:

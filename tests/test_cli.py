@@ -161,7 +161,7 @@ def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) 
     assert "usage: agenthost" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", ["watch", "list", "check", "new", "schema"])
+@pytest.mark.parametrize("command", ["watch", "list", "check", "new", "schema", "call"])
 def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main([command, "--help"])
@@ -242,3 +242,74 @@ def test_watch_logs_load_reload_unload_and_exits_0_on_ctrl_c(
         assert "reloaded math_tools 1.2: 1 tool in " in reloaded
         assert f"failed   math_tools: {path}:1: SyntaxError: invalid syntax" in failed
         assert "unloaded math_tools" in unloaded
+
+
+SECURE = """
+    from agenthost import tool
+
+    @tool(permissions={"http.get"})
+    def fetch(url: str) -> str:
+        "Fetch."
+        return "got " + url
+    """
+
+
+def test_call_prints_the_result_as_json_and_exits_0(
+    plugin_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(plugin_dir / "math_tools.py", GOOD)
+    code, out = run(capsys, "call", str(plugin_dir), "add", '{"a": 2, "b": 3}')
+    result = json.loads(out)
+    assert (code, result["success"], result["output"], result["data"], result["plugin"]) == (
+        0,
+        True,
+        "5",
+        5,
+        "math_tools",
+    )
+
+
+def test_call_exits_1_when_the_call_fails(
+    plugin_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(plugin_dir / "math_tools.py", GOOD)
+    code, out = run(capsys, "call", str(plugin_dir), "add", '{"a": "two"}')
+    assert code == 1
+    assert json.loads(out)["error"]["code"] == "invalid_arguments"
+    code, out = run(capsys, "call", str(plugin_dir), "subtract", "{}")
+    assert (code, json.loads(out)["error"]["code"]) == (1, "unknown_tool")
+
+
+def test_call_with_session_and_grants(plugin_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(plugin_dir / "secure.py", SECURE)
+    code, out = run(capsys, "call", str(plugin_dir), "fetch", '{"url": "x"}', "--session", "s1")
+    assert (code, json.loads(out)["error"]["code"]) == (1, "permission_denied")
+    code, out = run(
+        capsys,
+        "call",
+        str(plugin_dir),
+        "fetch",
+        '{"url": "x"}',
+        "--session",
+        "s1",
+        "--grant",
+        "http.get",
+    )
+    assert (code, json.loads(out)["output"]) == (0, "got x")
+
+
+def test_call_usage_errors_exit_2(
+    plugin_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert run(capsys, "call", str(plugin_dir), "add", "{}", "extra")[0] == 2
+    assert run(capsys, "call", str(tmp_path / "missing"), "add", "{}")[0] == 2
+    with pytest.raises(SystemExit) as exited:
+        main(["call"])
+    assert exited.value.code == 2
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "plugins" / "math_tools.py", GOOD)
+    code, out = run(capsys, "call", "add", '{"a": 1, "b": 1}')  # DIR defaults to ./plugins
+    assert (code, json.loads(out)["output"]) == (0, "2")
