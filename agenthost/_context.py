@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agenthost._definition import ToolDefinition
 
-__all__ = ["PendingContext", "ToolContext", "current_context"]
+__all__ = ["ToolContext", "current_context"]
 
 
 @dataclass(slots=True, eq=False)
@@ -45,14 +45,9 @@ class ToolContext:
         return self.tool.name
 
 
-class PendingContext(tuple):  # type: ignore[type-arg]
-    """The arguments of a ToolContext not built yet: the fast call path sets this instead,
-    and :func:`current_context` builds the real object only if tool code asks for it."""
-
-    __slots__ = ()
-
-
-_current: contextvars.ContextVar[ToolContext | PendingContext | None] = contextvars.ContextVar(
+# The executor's fast paths set a plain tuple of ToolContext's arguments instead of the
+# object itself; current_context() builds the object only if tool code asks for it.
+_current: contextvars.ContextVar[ToolContext | tuple[Any, ...] | None] = contextvars.ContextVar(
     "agenthost_tool_context", default=None
 )
 
@@ -60,7 +55,7 @@ _current: contextvars.ContextVar[ToolContext | PendingContext | None] = contextv
 def current_context() -> ToolContext | None:
     """The context of the tool call running in this thread or task, if any."""
     value = _current.get()
-    if type(value) is PendingContext:
+    if type(value) is tuple:
         value = ToolContext(*value)
         _current.set(value)
     return value  # type: ignore[return-value]

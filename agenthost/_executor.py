@@ -38,8 +38,9 @@ from typing import Any, Literal
 
 import pydantic_core
 from loguru import logger
+from pydantic import ValidationError
 
-from agenthost._context import PendingContext, ToolContext, _current, current_context
+from agenthost._context import ToolContext, _current, current_context
 from agenthost._definition import ToolDefinition
 from agenthost._errors import InvalidArgumentsError
 from agenthost._interceptors import Interceptor, as_interceptor
@@ -139,28 +140,32 @@ class Executor:
         entry = self._registry.snapshot.tools.get(name)
         if (
             entry is None
-            or entry.inline is None
+            or entry.direct is None
+            or entry.kind != "sync"
             or interceptors
             or self._interceptors
             or timeout is not None
-            or entry.info.definition.permissions
             or self._stopped
         ):
             return self._execute(name, arguments, session, timeout, interceptors, cid, started)
         # The fast path: a plain sync tool with its timeout off runs right here. It is
-        # the general path below with every step that does not apply left out.
+        # the general path (_execute) with every step that does not apply left out;
+        # anything unusual, such as arguments that need a second look, goes there.
         info = entry.info
         try:
-            kwargs = info.definition.validator.validate(arguments)
-        except InvalidArgumentsError:
+            if entry.validate_json is not None and type(arguments) is str and arguments[:1] == "{":
+                kwargs = entry.validate_json(arguments, strict=True)
+            else:
+                kwargs = info.definition.validator.validate(arguments)
+        except (ValidationError, InvalidArgumentsError):
             return self._execute(name, arguments, session, timeout, interceptors, cid, started)
         owner = entry.owner
         if owner is not None and not owner.enter():
             return self._execute(name, arguments, session, timeout, interceptors, cid, started)
-        token = _current.set(PendingContext((info.definition, cid, session, arguments, kwargs,
-                                             {}, info.plugin, info.version, owner)))  # fmt: skip
+        token = _current.set((info.definition, cid, session, arguments, kwargs, {},
+                              info.plugin, info.version, owner))  # fmt: skip
         try:
-            result = normalise(entry.inline(**kwargs), self.max_output)
+            result = normalise(entry.direct(**kwargs), self.max_output)
         except Exception as exc:  # noqa: BLE001 - the one boundary where tool errors become results
             result = _tool_error(current_context(), exc)  # type: ignore[arg-type]
         except SystemExit as exc:
@@ -179,6 +184,16 @@ class Executor:
         if self.metrics is not None:
             self.metrics.record(name, duration, result.error.code if result.error else None)
         return result
+
+    @staticmethod
+    def _fast_arguments(entry: Entry, arguments: Any) -> dict[str, Any] | None:
+        """Validated arguments for the fast paths, or None to take the general path."""
+        try:
+            if entry.validate_json is not None and type(arguments) is str and arguments[:1] == "{":
+                return entry.validate_json(arguments, strict=True)  # type: ignore[no-any-return]
+            return entry.info.definition.validator.validate(arguments)
+        except (ValidationError, InvalidArgumentsError):
+            return None
 
     def _execute(
         self,
@@ -255,7 +270,51 @@ class Executor:
         call_id: str | None = None,
     ) -> ToolResult:
         """Run one call on the running event loop (sync tools go to worker threads)."""
-        return await self._aexecute(name, arguments, session, timeout, interceptors, call_id, None)
+        entry = self._registry.snapshot.tools.get(name)
+        if (
+            entry is None
+            or entry.direct is None
+            or entry.kind != "async"
+            or interceptors
+            or self._interceptors
+            or timeout is not None
+            or self._stopped
+        ):
+            return await self._aexecute(
+                name, arguments, session, timeout, interceptors, call_id, None
+            )
+        # The async fast path, as in execute(): a plain async tool awaited right here.
+        started = perf_counter()
+        cid = call_id or f"{self._prefix}{next(self._ids)}"
+        info = entry.info
+        kwargs = self._fast_arguments(entry, arguments)
+        owner = entry.owner
+        if kwargs is None or (owner is not None and not owner.enter()):
+            return await self._aexecute(name, arguments, session, timeout, interceptors, cid, None)
+        token = _current.set((info.definition, cid, session, arguments, kwargs, {},
+                              info.plugin, info.version, owner))  # fmt: skip
+        try:
+            result = normalise(await entry.direct(**kwargs), self.max_output)
+        except asyncio.CancelledError:
+            if _cancelling():
+                raise
+            result = ToolResult.fail("cancelled", f"tool '{name}' was cancelled")
+        except Exception as exc:  # noqa: BLE001 - the one boundary where tool errors become results
+            result = _tool_error(current_context(), exc)  # type: ignore[arg-type]
+        finally:
+            _current.reset(token)
+            if owner is not None:
+                owner.exit()
+        result.tool, result.call_id, result.plugin, result.version = (
+            name,
+            cid,
+            info.plugin,
+            info.version,
+        )
+        result.duration_ms = duration = (perf_counter() - started) * 1000
+        if self.metrics is not None:
+            self.metrics.record(name, duration, result.error.code if result.error else None)
+        return result
 
     async def _aexecute(
         self,
@@ -599,8 +658,7 @@ class Executor:
                     return _timeout(ctx, limit, abandoned=False)
                 value = task.result()
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and getattr(current, "cancelling", lambda: 1)():
+            if _cancelling():
                 raise  # our caller is being cancelled: let it
             return ToolResult.fail("cancelled", f"tool '{ctx.name}' was cancelled")
         except Exception as exc:  # noqa: BLE001 - the one boundary where tool errors become results
@@ -700,6 +758,12 @@ class Executor:
             with concurrent.futures.ThreadPoolExecutor(1) as spare:
                 return spare.submit(asyncio.run, _awaited(coro)).result()
         return self._loop().submit(_awaited(coro)).result()
+
+
+def _cancelling() -> bool:
+    """Whether the running task itself is being cancelled (always assumed before 3.11)."""
+    current = asyncio.current_task()
+    return current is None or bool(getattr(current, "cancelling", lambda: 1)())
 
 
 async def _awaited(awaitable: Awaitable[ToolResult]) -> ToolResult:

@@ -145,6 +145,8 @@ class LoggingInterceptor(Interceptor):
     ) -> None:
         self.level = level
         self.secret_keys = tuple(secret_keys)
+        # Built once: opt() and bind() on every call would cost more than the call itself.
+        self._log = logger.opt(lazy=True)
 
     def intercept(self, ctx: ToolContext, proceed: Proceed) -> ToolResult:
         self._before(ctx)
@@ -161,7 +163,7 @@ class LoggingInterceptor(Interceptor):
         return result
 
     def _before(self, ctx: ToolContext) -> None:
-        logger.opt(lazy=True).bind(tool=ctx.name, call_id=ctx.call_id).log(
+        self._log.log(
             self.level,
             "tool call {} {} session={} arguments={}",
             lambda: ctx.name,
@@ -171,14 +173,16 @@ class LoggingInterceptor(Interceptor):
         )
 
     def _after(self, ctx: ToolContext, result: ToolResult, started: float) -> None:
-        outcome = "ok" if result.error is None else f"{result.error.code}: {result.error.message}"
-        logger.bind(tool=ctx.name, call_id=ctx.call_id).log(
+        elapsed = (time.perf_counter() - started) * 1000
+        self._log.log(
             self.level,
             "tool call {} {} -> {} in {:.2f} ms",
-            ctx.name,
-            ctx.call_id,
-            outcome,
-            (time.perf_counter() - started) * 1000,
+            lambda: ctx.name,
+            lambda: ctx.call_id,
+            lambda: (
+                "ok" if result.error is None else f"{result.error.code}: {result.error.message}"
+            ),
+            lambda: elapsed,
         )
 
 

@@ -132,20 +132,25 @@ class PluginEvent:
 class Entry:
     """What a call needs: the tool, and the version to hold while it runs (None: host tool).
 
-    ``inline`` is the function itself when the tool can run in the caller's thread
-    as is (sync, timeout turned off, no injected context, not definition-only).
+    For the executor's fast paths, worked out once per tool version: ``direct`` is
+    the function when a call needs none of the optional steps (no permissions, no
+    injected context, timeout turned off, not definition-only, sync or async), and
+    ``validate_json`` the compiled validator's own method when there is one.
     """
 
     info: ToolInfo
     owner: PluginVersion | None
-    inline: Callable[..., Any] | None = None
+    direct: Callable[..., Any] | None = None
+    kind: str = "sync"
+    validate_json: Callable[..., Any] | None = None
 
     @classmethod
     def of(cls, info: ToolInfo, owner: PluginVersion | None) -> Entry:
         d = info.definition
-        plain = d.kind == "sync" and not d.definition_only and d.context_parameter is None
-        inline = d.function if plain and d.timeout == float("inf") else None
-        return cls(info, owner, inline)
+        plain = not (d.definition_only or d.context_parameter or d.permissions)
+        direct = d.function if plain and d.timeout == float("inf") else None
+        compiled = getattr(d.validator, "compiled", None)
+        return cls(info, owner, direct, d.kind, getattr(compiled, "validate_json", None))
 
 
 class Snapshot:

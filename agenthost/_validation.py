@@ -93,6 +93,11 @@ class PydanticArgumentValidator(ArgumentValidator):
         self._schema = schema
         self._parameters = tuple(schema.get("properties") or ())
 
+    @property
+    def compiled(self) -> SchemaValidator:
+        """The pydantic-core validator; ``validate_json(text, strict=True)`` is the fast path."""
+        return self._validator
+
     def validate(self, arguments: RawArguments) -> dict[str, Any]:
         if type(arguments) is str and arguments[:1] == "{":
             data: str | bytes | bytearray = arguments  # the common case, checked inline
