@@ -162,7 +162,12 @@ def throughput(threads: int = 8, seconds: float = 2.0) -> None:
         stop = threading.Event()
         counts = [0] * threads
 
-        def work(index: int, tool_name: str = name) -> None:
+        def work(
+            index: int,
+            tool_name: str = name,
+            stop: threading.Event = stop,
+            counts: list[int] = counts,
+        ) -> None:
             while not stop.is_set():
                 host.execute(tool_name, ARGS)
                 counts[index] += 1
