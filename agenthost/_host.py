@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
@@ -17,7 +18,9 @@ from agenthost._executor import Executor
 from agenthost._exporters import Format, export_tools
 from agenthost._frozen import FrozenList
 from agenthost._loader import (
+    Source,
     installed_entry_points,
+    last_change,
     load_installed,
     load_source,
     plugin_sources,
@@ -121,7 +124,7 @@ class PluginHost:
             loads = [Load(s.key, s, result) for s, result in map(load_installed, installed)]
             self._reconcile({ALL}, extra=loads)
             if self._watch and self.directory is not None:
-                self._watcher = Watcher(self.directory, self._reconcile, debounce=self.debounce)
+                self._watcher = Watcher(self.directory, self._settled, debounce=self.debounce)
                 self._watcher.start()
         return self
 
@@ -241,7 +244,13 @@ class PluginHost:
         return undo
 
     # --- reconciling the directory with the registry -----------------------------------------
-    def _reconcile(self, keys: set[str], extra: Iterable[Load] = ()) -> RegistryChange:
+    def _settled(self, keys: set[str]) -> None:
+        """The watcher's callback: like rescan, but only for what is quiet on disk too."""
+        self._reconcile(keys, settle=True)
+
+    def _reconcile(
+        self, keys: set[str], extra: Iterable[Load] = (), *, settle: bool = False
+    ) -> RegistryChange:
         with self._reload_lock:
             if self._stopped:
                 return RegistryChange(self.version)
@@ -249,6 +258,8 @@ class PluginHost:
             for key, source in self._targets(keys).items():
                 if source is None:
                     removals.append(key)
+                    continue
+                if settle and self._still_changing(key, source):
                     continue
                 try:
                     content = read_source(source)
@@ -259,6 +270,15 @@ class PluginHost:
                 result = load_source(source, self.cache_dir, content)
                 loads.append(Load(key, source, result, content[0]))
             return self._apply(loads, removals)
+
+    def _still_changing(self, key: str, source: Source) -> bool:
+        """Whether files of ``source`` changed within the debounce window (events can lag
+        behind a copy in progress); if so, look again once the window has passed."""
+        age = time.time() - last_change(source)
+        if 0 <= age < self.debounce and self._watcher is not None:
+            self._watcher.mark(key)
+            return True
+        return False
 
     def _targets(self, keys: set[str]) -> dict[str, Any]:
         """Directory keys to look at and what each is now (None: gone)."""

@@ -40,6 +40,7 @@ __all__ = [
     "Source",
     "installed_entry_points",
     "is_ignored",
+    "last_change",
     "load_installed",
     "load_source",
     "plugin_sources",
@@ -109,6 +110,24 @@ def _package_files(path: Path) -> Iterator[Path]:
             yield from _package_files(child)
         elif child.is_file():
             yield child
+
+
+def last_change(source: Source) -> float:
+    """When the source last changed on disk: the newest mtime or ctime of its files and folders.
+
+    ctime counts too because copies (``cp -p``, ``shutil.copy2``) keep old mtimes.
+    """
+    paths = [source.path]
+    if source.kind == "package":
+        paths += [p for p in source.path.rglob("*") if not any(map(is_ignored, p.parts))]
+    newest = 0.0
+    for path in paths:
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        newest = max(newest, info.st_mtime, info.st_ctime)
+    return newest
 
 
 def read_source(source: Source) -> tuple[str, dict[Path, bytes]]:

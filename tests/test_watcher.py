@@ -293,3 +293,18 @@ def test_the_debounce_window_comes_from_argument_then_environment_then_default(
     assert make_host(debounce=None).debounce == 0.25
     monkeypatch.setenv("AGENTHOST_DEBOUNCE_MS", "soon")
     assert debounce_from(None) == DEFAULT_DEBOUNCE
+
+
+def test_files_still_changing_on_disk_wait_even_if_events_lag(
+    plugin_dir: Path, make_host: Host
+) -> None:
+    host = make_host(plugin_dir, watch=True, debounce=0.3).start()
+    events = Events(host)
+    write(
+        plugin_dir / "late" / "__init__.py",
+        "from agenthost import tool\n@tool\ndef late() -> int:\n    'Late.'\n    return 1\n",
+    )
+    host._settled({"late"})  # as if the debounce fired while the copy was still going on
+    assert events.all == []
+    wait_for(lambda: host.tool("late"), what="the quiet package to load")
+    assert events.kinds() == ["loaded"]
