@@ -152,12 +152,12 @@ class Executor:
         # the general path (_execute) with every step that does not apply left out;
         # anything unusual, such as arguments that need a second look, goes there.
         info = entry.info
-        try:
+        try:  # as _admit() does, for plain JSON text straight through pydantic-core
             if entry.validate_json is not None and type(arguments) is str and arguments[:1] == "{":
                 kwargs = entry.validate_json(arguments, strict=True)
             else:
                 kwargs = info.definition.validator.validate(arguments)
-        except (ValidationError, InvalidArgumentsError):
+        except (ValidationError, InvalidArgumentsError):  # the general path explains the error
             return self._execute(name, arguments, session, timeout, interceptors, cid, started)
         owner = entry.owner
         if owner is not None and not owner.enter():
@@ -174,26 +174,7 @@ class Executor:
             _current.reset(token)
             if owner is not None:
                 owner.exit()
-        result.tool, result.call_id, result.plugin, result.version = (
-            name,
-            cid,
-            info.plugin,
-            info.version,
-        )
-        result.duration_ms = duration = (perf_counter() - started) * 1000
-        if self.metrics is not None:
-            self.metrics.record(name, duration, result.error.code if result.error else None)
-        return result
-
-    @staticmethod
-    def _fast_arguments(entry: Entry, arguments: Any) -> dict[str, Any] | None:
-        """Validated arguments for the fast paths, or None to take the general path."""
-        try:
-            if entry.validate_json is not None and type(arguments) is str and arguments[:1] == "{":
-                return entry.validate_json(arguments, strict=True)  # type: ignore[no-any-return]
-            return entry.info.definition.validator.validate(arguments)
-        except (ValidationError, InvalidArgumentsError):
-            return None
+        return self._finish(result, name, info, cid, started)
 
     def _execute(
         self,
@@ -287,9 +268,15 @@ class Executor:
         started = perf_counter()
         cid = call_id or f"{self._prefix}{next(self._ids)}"
         info = entry.info
-        kwargs = self._fast_arguments(entry, arguments)
+        try:  # as in execute()
+            if entry.validate_json is not None and type(arguments) is str and arguments[:1] == "{":
+                kwargs = entry.validate_json(arguments, strict=True)
+            else:
+                kwargs = info.definition.validator.validate(arguments)
+        except (ValidationError, InvalidArgumentsError):
+            return await self._aexecute(name, arguments, session, timeout, interceptors, cid, None)
         owner = entry.owner
-        if kwargs is None or (owner is not None and not owner.enter()):
+        if owner is not None and not owner.enter():
             return await self._aexecute(name, arguments, session, timeout, interceptors, cid, None)
         token = _current.set((info.definition, cid, session, arguments, kwargs, {},
                               info.plugin, info.version, owner))  # fmt: skip
@@ -305,16 +292,7 @@ class Executor:
             _current.reset(token)
             if owner is not None:
                 owner.exit()
-        result.tool, result.call_id, result.plugin, result.version = (
-            name,
-            cid,
-            info.plugin,
-            info.version,
-        )
-        result.duration_ms = duration = (perf_counter() - started) * 1000
-        if self.metrics is not None:
-            self.metrics.record(name, duration, result.error.code if result.error else None)
-        return result
+        return self._finish(result, name, info, cid, started)
 
     async def _aexecute(
         self,

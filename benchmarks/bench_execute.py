@@ -112,6 +112,10 @@ def overhead() -> None:
     def loads_call() -> int:
         return add(**json.loads(ARGS))
 
+    async def pydantic_await() -> int:
+        args = adapter.validate_json(ARGS)
+        return await add_async(args.a, args.b)
+
     peers: dict[str, tuple[Stats, Stats] | None] = {
         "LangChain StructuredTool": optional(_langchain),  # type: ignore[arg-type]
         "MCP SDK call_tool": optional(_mcp),  # type: ignore[arg-type]
@@ -122,6 +126,7 @@ def overhead() -> None:
         ("direct call", measure(lambda: add(1, 2))),
         ("json.loads + call", measure(loads_call)),
         ("pydantic validate_json + call", measure(pydantic_call)),
+        ("pydantic validate_json + await (async tool)", measure_async(pydantic_await)),
         ("bare asyncio.to_thread hop", measure_async(lambda: asyncio.to_thread(add, 1, 2))),
         (
             "agenthost execute, inline (sync, no timeout)",
