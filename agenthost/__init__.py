@@ -19,7 +19,6 @@ from agenthost._errors import (
     ToolConflictError,
     ToolDefinitionError,
 )
-from agenthost._executor import StreamEvent
 from agenthost._exporters import (
     FORMATS,
     export_tool,
@@ -48,6 +47,7 @@ from agenthost._registry import (
     ToolInfo,
 )
 from agenthost._results import ToolError, ToolResult
+from agenthost._streaming import StreamEvent
 
 __version__ = "0.1.0"
 

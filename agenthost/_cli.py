@@ -265,6 +265,7 @@ def _plugin_record(plugin: PluginInfo, tools: Sequence[Any]) -> dict[str, Any]:
         "path": plugin.path,
         "kind": plugin.kind,
         "problems": list(plugin.problems),
+        "warnings": list(plugin.warnings),
         "tools": [
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
             for t in tools

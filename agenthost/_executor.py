@@ -29,17 +29,17 @@ import functools
 import itertools
 import math
 import os
-import queue
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 from time import perf_counter
-from typing import Any, Literal
+from typing import Any
 
 import pydantic_core
 from loguru import logger
 from pydantic import ValidationError
 
+from agenthost._calls import Call, read_call
 from agenthost._context import ToolContext, _current, current_context
 from agenthost._definition import ToolDefinition
 from agenthost._errors import InvalidArgumentsError
@@ -49,31 +49,15 @@ from agenthost._permissions import Permissions
 from agenthost._registry import Entry, Registry, Snapshot, ToolInfo
 from agenthost._results import ToolResult, normalise
 from agenthost._runtime import LoopThread, WorkerPool
+from agenthost._streaming import Streaming
 
-__all__ = ["Call", "Executor", "StreamEvent"]
+__all__ = ["Executor"]
 
 GRACE = 1.0  # seconds a sync caller waits beyond the timeout for the loop to report it
 UNKNOWN = "(unknown)"  # metrics key for calls to tools that do not exist
 
-Call = tuple[str, Any] | tuple[str, Any, str] | Mapping[str, Any] | Any
 
-
-@dataclass(frozen=True, slots=True)
-class StreamEvent:
-    """One event of a streamed call: ``started``, then ``delta`` texts, then ``completed``."""
-
-    kind: Literal["started", "delta", "completed"]
-    call_id: str
-    tool: str
-    text: str = ""
-    result: ToolResult | None = None
-    index: int = 0
-
-
-_DONE = object()
-
-
-class Executor:
+class Executor(Streaming):
     """Runs calls against the registry's current snapshot."""
 
     def __init__(
@@ -226,7 +210,7 @@ class Executor:
     def _execute_spec(
         self, call: Call, session: str | None, timeout: float | None, interceptors: Iterable[Any]
     ) -> ToolResult:
-        spec = _read_call(call)
+        spec = read_call(call)
         if isinstance(spec, ToolResult):
             return self._finish(spec, "", None, f"{self._prefix}{next(self._ids)}", perf_counter())
         name, arguments, cid = spec
@@ -336,7 +320,7 @@ class Executor:
         """Run a batch concurrently on the running loop; results in input order."""
         jobs = []
         for call in calls:
-            spec = _read_call(call)
+            spec = read_call(call)
             if isinstance(spec, ToolResult):
                 jobs.append(self._refused(spec))
                 continue
@@ -345,113 +329,10 @@ class Executor:
         return list(await asyncio.gather(*jobs))
 
     async def _refused(self, result: ToolResult) -> ToolResult:
-        return self._finish(result, "", None, f"{self._prefix}{next(self._ids)}", perf_counter())
+        return self._finish(result, "", None, self._new_id(), perf_counter())
 
-    # --- streaming ----------------------------------------------------------------------------
-    async def astream(
-        self,
-        name: str,
-        arguments: Any = None,
-        *,
-        session: str | None = None,
-        timeout: float | None = None,
-        interceptors: Iterable[Any] = (),
-        call_id: str | None = None,
-    ) -> AsyncIterator[StreamEvent]:
-        """Stream one call: ``started``, output ``delta`` events, then ``completed``."""
-        cid = call_id or f"{self._prefix}{next(self._ids)}"
-        loop = asyncio.get_running_loop()
-        events: asyncio.Queue[Any] = asyncio.Queue()
-        streamed = False
-
-        def sink(text: str) -> None:
-            loop.call_soon_threadsafe(events.put_nowait, StreamEvent("delta", cid, name, text))
-
-        task = asyncio.ensure_future(
-            self._aexecute(name, arguments, session, timeout, interceptors, cid, sink)
-        )
-        task.add_done_callback(lambda _: events.put_nowait(_DONE))
-        try:
-            yield StreamEvent("started", cid, name)
-            while (event := await events.get()) is not _DONE:
-                streamed = True
-                yield event
-            result = task.result()
-            if not streamed and result.success and result.output:
-                yield StreamEvent("delta", cid, name, result.output)
-            yield StreamEvent("completed", cid, name, result=result)
-        finally:
-            if not task.done():
-                task.cancel()
-
-    async def astream_many(
-        self,
-        calls: Iterable[Call],
-        *,
-        session: str | None = None,
-        timeout: float | None = None,
-        interceptors: Iterable[Any] = (),
-    ) -> AsyncIterator[StreamEvent]:
-        """Run calls concurrently; deliver each call's events whole, in input order."""
-        specs = [_read_call(call) for call in calls]
-        queues: list[asyncio.Queue[StreamEvent]] = [asyncio.Queue() for _ in specs]
-
-        async def run(index: int, spec: Any) -> None:
-            if isinstance(spec, ToolResult):
-                result = await self._refused(spec)
-                await queues[index].put(StreamEvent("started", result.call_id, "", index=index))
-                done = StreamEvent("completed", result.call_id, "", result=result, index=index)
-                await queues[index].put(done)
-                return
-            name, arguments, cid = spec
-            async for event in self.astream(
-                name,
-                arguments,
-                session=session,
-                timeout=timeout,
-                interceptors=interceptors,
-                call_id=cid,
-            ):
-                await queues[index].put(replace(event, index=index))
-
-        tasks = [asyncio.ensure_future(run(i, spec)) for i, spec in enumerate(specs)]
-        try:
-            for events in queues:
-                while True:
-                    event = await events.get()
-                    yield event
-                    if event.kind == "completed":
-                        break
-        finally:
-            for task in tasks:
-                if not task.done():
-                    task.cancel()
-
-    def stream(self, name: str, arguments: Any = None, **options: Any) -> Iterator[StreamEvent]:
-        """The sync form of :meth:`astream`: iterate events from any thread."""
-        return self._bridge(self.astream(name, arguments, **options))
-
-    def stream_many(self, calls: Iterable[Call], **options: Any) -> Iterator[StreamEvent]:
-        """The sync form of :meth:`astream_many`."""
-        return self._bridge(self.astream_many(list(calls), **options))
-
-    def _bridge(self, events: AsyncIterator[StreamEvent]) -> Iterator[StreamEvent]:
-        channel: queue.Queue[Any] = queue.Queue()
-
-        async def pump() -> None:
-            try:
-                async for event in events:
-                    channel.put(event)
-            finally:
-                channel.put(_DONE)
-
-        future = self._loop().submit(pump())
-        try:
-            while (event := channel.get()) is not _DONE:
-                yield event
-            future.result()
-        finally:
-            future.cancel()
+    def _new_id(self) -> str:
+        return f"{self._prefix}{next(self._ids)}"
 
     # --- admission ---------------------------------------------------------------------------
     def _admit(
@@ -680,7 +561,13 @@ class Executor:
             finally:
                 release()
 
-        future = self._pool.submit(task)
+        try:
+            future = self._pool.submit(task)
+        except RuntimeError:  # the host stopped between admission and now
+            release()
+            future = concurrent.futures.Future()
+            future.set_result(ToolResult.fail("unavailable", "the tool host is stopped"))
+            return future
         future.add_done_callback(lambda f: release() if f.cancelled() else None)
         return future
 
@@ -852,32 +739,3 @@ def _checked_result(interceptor: Interceptor, result: Any) -> ToolResult:
         f"interceptor {type(interceptor).__name__} returned {type(result).__name__}, "
         "not a ToolResult; return proceed(ctx) or ToolResult.fail(...)",
     )
-
-
-def _read_call(call: Any) -> tuple[str, Any, str | None] | ToolResult:
-    """(name, arguments, call id) from a tuple or a provider's tool-call object."""
-    if isinstance(call, tuple) and len(call) in (2, 3) and isinstance(call[0], str):
-        return call[0], call[1], call[2] if len(call) == 3 else None
-
-    def get(obj: Any, key: str) -> Any:
-        return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
-
-    function = get(call, "function")  # OpenAI chat completions
-    source = function if function is not None else call
-    name = get(source, "name")
-    arguments = next(
-        (
-            value
-            for key in ("arguments", "input", "args")
-            if (value := get(source, key)) is not None
-        ),
-        None,
-    )  # OpenAI, Anthropic, Gemini spellings
-    call_id = get(call, "call_id") or get(call, "id")
-    if not isinstance(name, str):
-        return ToolResult.fail(
-            "invalid_arguments",
-            f"cannot read a tool call from {type(call).__name__}; "
-            "pass (name, arguments) or a provider tool-call object",
-        )
-    return name, arguments, str(call_id) if call_id is not None else None

@@ -26,6 +26,7 @@ from typing import Any, Literal
 import importlib_metadata
 from loguru import logger
 
+from agenthost._compat import NAME_RULES
 from agenthost._decorator import tool_options
 from agenthost._definition import ToolDefinition
 from agenthost._errors import ToolDefinitionError
@@ -174,7 +175,8 @@ class PluginVersion:
     version: str | None
     content_hash: str
     definitions: tuple[ToolDefinition, ...]
-    problems: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()  # tools that could not be defined
+    warnings: tuple[str, ...] = ()  # hook errors, names some provider refuses
     load_ms: float = 0.0
     namespace: Namespace | None = None
     unload_hooks: tuple[Callable[[], Any], ...] = ()
@@ -311,7 +313,8 @@ def load_source(
         namespace.close()
         return _failure(exc, [str(p) for p in tops.values()], str(source.path))
     definitions, problems = _define(targets)
-    problems += _run_hooks(_hooks(imported, "on_load") if hooks else [])
+    warnings = _provider_warnings(definitions)
+    warnings += _run_hooks(_hooks(imported, "on_load") if hooks else [])
     version = wheel.version if wheel else _module_version(imported[0])
     return PluginVersion(
         name=name,
@@ -320,6 +323,7 @@ def load_source(
         content_hash=content_hash,
         definitions=tuple(definitions),
         problems=tuple(problems),
+        warnings=tuple(warnings),
         load_ms=(time.perf_counter() - started) * 1000,
         namespace=namespace,
         unload_hooks=tuple(_hooks(imported, "on_unload")) if hooks else (),
@@ -345,7 +349,7 @@ def _load_installed(
         return _failure(exc, [], entry_point.value)
     modules = [target] if isinstance(target, types.ModuleType) else []
     definitions, problems = _define(_expand(target, entry_point.value))
-    problems += _run_hooks(_hooks(modules, "on_load"))
+    warnings = _provider_warnings(definitions) + _run_hooks(_hooks(modules, "on_load"))
     return PluginVersion(
         name=entry_point.name,
         source=source,
@@ -353,6 +357,7 @@ def _load_installed(
         content_hash="",
         definitions=tuple(definitions),
         problems=tuple(problems),
+        warnings=tuple(warnings),
         load_ms=(time.perf_counter() - started) * 1000,
         unload_hooks=tuple(_hooks(modules, "on_unload")),
     )
@@ -362,8 +367,18 @@ def _hooks(modules: Iterable[types.ModuleType], name: str) -> list[Callable[[], 
     return [hook for module in modules if callable(hook := module.__dict__.get(name))]
 
 
+def _provider_warnings(definitions: Iterable[ToolDefinition]) -> list[str]:
+    """Names a provider will refuse, found at load time (``agenthost check`` tells all)."""
+    return [
+        f"tool '{d.name}' at {d.location}: {provider} refuses the name ({rule})"
+        for d in definitions
+        for provider, (pattern, rule) in NAME_RULES.items()
+        if not pattern.match(d.name)
+    ]
+
+
 def _run_hooks(hooks: Iterable[Any]) -> list[str]:
-    """Run ``on_load`` hooks; their errors become problems, never failures."""
+    """Run ``on_load`` hooks; their errors become warnings, never failures."""
     return [f"on_load: {error}" for hook in hooks if callable(hook) and (error := run_hook(hook))]
 
 

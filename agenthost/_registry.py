@@ -93,6 +93,7 @@ class PluginInfo:
     kind: str = "module"
     content_hash: str = ""
     problems: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
     load_ms: float = 0.0
     location: str = ""
     traceback: str = ""
@@ -340,7 +341,7 @@ class Registry:
                 result.version,
                 len(result.definitions),
                 result.load_ms,
-                "\n".join(result.problems),
+                "\n".join(result.problems + result.warnings),
             )
         )
 
@@ -478,6 +479,7 @@ class Registry:
             kind=state.source.kind,
             content_hash=serving.content_hash if serving else "",
             problems=serving.problems if serving else (),
+            warnings=serving.warnings if serving else (),
             load_ms=serving.load_ms if serving else 0.0,
             location=failure.location if failure else "",
             traceback=failure.traceback if failure else "",

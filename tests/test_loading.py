@@ -538,7 +538,8 @@ def test_hook_errors_are_reported_never_fatal(
     host = make_host(plugin_dir).start()
     [plugin] = host.plugins()
     assert (plugin.status, plugin.tools) == ("loaded", ("hooked",))
-    assert plugin.problems == ("on_load: on_load raised ConnectionError: database down",)
+    assert plugin.warnings == ("on_load: on_load raised ConnectionError: database down",)
+    assert plugin.problems == ()
     host.stop()  # on_unload fails: logged, and stop still completes
     assert plugin_modules() == []
 
@@ -558,3 +559,34 @@ def test_stale_wheel_extractions_are_pruned_at_start(
     make_host(plugin_dir).start()
     assert not stale.exists()
     assert fresh.exists()
+
+
+def test_a_failing_on_load_does_not_stop_a_reload(
+    plugin_dir: Path, make_host: Host, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOOK_LOG", str(tmp_path / "log"))
+    path = write(plugin_dir / "grumpy.py", hooks_source("v1"))
+    host = make_host(plugin_dir).start()
+    write(path, hooks_source("v2", "def on_load():\n        raise ConnectionError('down')"))
+    host.rescan()
+    [plugin] = host.plugins()
+    assert (plugin.status, plugin.warnings) == (
+        "loaded",
+        ("on_load: on_load raised ConnectionError: down",),
+    )
+    assert call(host, "hooked") == "v2"
+
+
+def test_names_a_provider_refuses_are_warned_about_at_load(
+    plugin_dir: Path, make_host: Host
+) -> None:
+    write(
+        plugin_dir / "render.py",
+        "from agenthost import tool\n@tool(name='3d_render')\ndef r() -> int:\n    'Render.'\n    return 3\n",
+    )
+    [plugin] = make_host(plugin_dir).start().plugins()
+    assert plugin.status == "loaded"
+    assert plugin.warnings == (
+        f"tool '3d_render' at {plugin_dir / 'render.py'}:2: gemini refuses the name "
+        "(start with a letter or '_', then a-z A-Z 0-9 _ . : -, at most 64)",
+    )

@@ -1,0 +1,151 @@
+"""Streaming calls: events as a call runs, and concurrent calls delivered one at a time.
+
+``astream`` yields ``started``, a ``delta`` for every chunk a generator tool
+yields (the whole output at once for other tools) and ``completed`` with the
+result. ``astream_many`` runs its calls concurrently but hands out each call's
+events whole and in input order, so outputs never interleave, as a single
+speaker would. The sync forms bridge from the host's loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from agenthost._calls import Call, read_call
+from agenthost._results import ToolResult
+from agenthost._runtime import LoopThread
+
+__all__ = ["StreamEvent", "Streaming"]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    """One event of a streamed call: ``started``, then ``delta`` texts, then ``completed``."""
+
+    kind: Literal["started", "delta", "completed"]
+    call_id: str
+    tool: str
+    text: str = ""
+    result: ToolResult | None = None
+    index: int = 0
+
+
+_DONE = object()
+
+
+class Streaming:
+    """The streaming half of the executor (mixed into :class:`Executor`)."""
+
+    _aexecute: Callable[..., Coroutine[Any, Any, ToolResult]]
+    _refused: Callable[[ToolResult], Coroutine[Any, Any, ToolResult]]
+    _loop: Callable[[], LoopThread]
+    _new_id: Callable[[], str]
+
+    async def astream(
+        self,
+        name: str,
+        arguments: Any = None,
+        *,
+        session: str | None = None,
+        timeout: float | None = None,
+        interceptors: Iterable[Any] = (),
+        call_id: str | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """Stream one call: ``started``, output ``delta`` events, then ``completed``."""
+        cid = call_id or self._new_id()
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[Any] = asyncio.Queue()
+        streamed = False
+
+        def sink(text: str) -> None:
+            loop.call_soon_threadsafe(events.put_nowait, StreamEvent("delta", cid, name, text))
+
+        task = asyncio.ensure_future(
+            self._aexecute(name, arguments, session, timeout, interceptors, cid, sink)
+        )
+        task.add_done_callback(lambda _: events.put_nowait(_DONE))
+        try:
+            yield StreamEvent("started", cid, name)
+            while (event := await events.get()) is not _DONE:
+                streamed = True
+                yield event
+            result = task.result()
+            if not streamed and result.success and result.output:
+                yield StreamEvent("delta", cid, name, result.output)
+            yield StreamEvent("completed", cid, name, result=result)
+        finally:
+            if not task.done():
+                task.cancel()
+
+    async def astream_many(
+        self,
+        calls: Iterable[Call],
+        *,
+        session: str | None = None,
+        timeout: float | None = None,
+        interceptors: Iterable[Any] = (),
+    ) -> AsyncIterator[StreamEvent]:
+        """Run calls concurrently; deliver each call's events whole, in input order."""
+        specs = [read_call(call) for call in calls]
+        queues: list[asyncio.Queue[StreamEvent]] = [asyncio.Queue() for _ in specs]
+
+        async def run(index: int, spec: Any) -> None:
+            if isinstance(spec, ToolResult):
+                result = await self._refused(spec)
+                await queues[index].put(StreamEvent("started", result.call_id, "", index=index))
+                done = StreamEvent("completed", result.call_id, "", result=result, index=index)
+                await queues[index].put(done)
+                return
+            name, arguments, cid = spec
+            async for event in self.astream(
+                name,
+                arguments,
+                session=session,
+                timeout=timeout,
+                interceptors=interceptors,
+                call_id=cid,
+            ):
+                await queues[index].put(replace(event, index=index))
+
+        tasks = [asyncio.ensure_future(run(i, spec)) for i, spec in enumerate(specs)]
+        try:
+            for events in queues:
+                while True:
+                    event = await events.get()
+                    yield event
+                    if event.kind == "completed":
+                        break
+        finally:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+
+    def stream(self, name: str, arguments: Any = None, **options: Any) -> Iterator[StreamEvent]:
+        """The sync form of :meth:`astream`: iterate events from any thread."""
+        return self._bridge(self.astream(name, arguments, **options))
+
+    def stream_many(self, calls: Iterable[Call], **options: Any) -> Iterator[StreamEvent]:
+        """The sync form of :meth:`astream_many`."""
+        return self._bridge(self.astream_many(list(calls), **options))
+
+    def _bridge(self, events: AsyncIterator[StreamEvent]) -> Iterator[StreamEvent]:
+        channel: queue.Queue[Any] = queue.Queue()
+
+        async def pump() -> None:
+            try:
+                async for event in events:
+                    channel.put(event)
+            finally:
+                channel.put(_DONE)
+
+        future = self._loop().submit(pump())
+        try:
+            while (event := channel.get()) is not _DONE:
+                yield event
+            future.result()
+        finally:
+            future.cancel()
