@@ -47,7 +47,7 @@ from agenthost._interceptors import Interceptor, as_interceptor
 from agenthost._metrics import Metrics
 from agenthost._permissions import Permissions
 from agenthost._registry import Entry, Registry, Snapshot, ToolInfo
-from agenthost._results import ToolResult, normalise
+from agenthost._results import ToolResult, normalise, render
 from agenthost._runtime import LoopThread, WorkerPool
 from agenthost._streaming import Streaming
 
@@ -99,6 +99,10 @@ class Executor(Streaming):
     def _adapt(self, interceptor: Any) -> Interceptor:
         return as_interceptor(interceptor, self._run_coroutine)
 
+    def refuse_calls(self) -> None:
+        """From now on every call is ``unavailable`` (calls already running finish)."""
+        self._stopped = True
+
     def stop(self) -> None:
         self._stopped = True
         self._pool.shutdown()
@@ -125,7 +129,6 @@ class Executor(Streaming):
         if (
             entry is None
             or entry.direct is None
-            or entry.kind != "sync"
             or interceptors
             or self._interceptors
             or timeout is not None
@@ -149,16 +152,20 @@ class Executor(Streaming):
         token = _current.set((info.definition, cid, session, arguments, kwargs, {},
                               info.plugin, info.version, owner))  # fmt: skip
         try:
-            result = normalise(entry.direct(**kwargs), self.max_output)
+            output, data, truncated = render(entry.direct(**kwargs), self.max_output)
         except Exception as exc:  # noqa: BLE001 - the one boundary where tool errors become results
-            result = _tool_error(current_context(), exc)  # type: ignore[arg-type]
+            return self._finish(_tool_error(current_context(), exc), name, info, cid, started)  # type: ignore[arg-type]
         except SystemExit as exc:
-            result = _tool_error(current_context(), exc)  # type: ignore[arg-type]
+            return self._finish(_tool_error(current_context(), exc), name, info, cid, started)  # type: ignore[arg-type]
         finally:
             _current.reset(token)
             if owner is not None:
                 owner.exit()
-        return self._finish(result, name, info, cid, started)
+        duration = (perf_counter() - started) * 1000
+        if self.metrics is not None:
+            self.metrics.record(name, duration, None)
+        return ToolResult(True, output, data, None, name, info.plugin, info.version, cid, duration,
+                          truncated)  # fmt: skip
 
     def _execute(
         self,
@@ -238,8 +245,7 @@ class Executor(Streaming):
         entry = self._registry.snapshot.tools.get(name)
         if (
             entry is None
-            or entry.direct is None
-            or entry.kind != "async"
+            or entry.direct_async is None
             or interceptors
             or self._interceptors
             or timeout is not None
@@ -265,18 +271,23 @@ class Executor(Streaming):
         token = _current.set((info.definition, cid, session, arguments, kwargs, {},
                               info.plugin, info.version, owner))  # fmt: skip
         try:
-            result = normalise(await entry.direct(**kwargs), self.max_output)
+            output, data, truncated = render(await entry.direct_async(**kwargs), self.max_output)
         except asyncio.CancelledError:
             if _cancelling():
                 raise
-            result = ToolResult.fail("cancelled", f"tool '{name}' was cancelled")
+            cancelled = ToolResult.fail("cancelled", f"tool '{name}' was cancelled")
+            return self._finish(cancelled, name, info, cid, started)
         except Exception as exc:  # noqa: BLE001 - the one boundary where tool errors become results
-            result = _tool_error(current_context(), exc)  # type: ignore[arg-type]
+            return self._finish(_tool_error(current_context(), exc), name, info, cid, started)  # type: ignore[arg-type]
         finally:
             _current.reset(token)
             if owner is not None:
                 owner.exit()
-        return self._finish(result, name, info, cid, started)
+        duration = (perf_counter() - started) * 1000
+        if self.metrics is not None:
+            self.metrics.record(name, duration, None)
+        return ToolResult(True, output, data, None, name, info.plugin, info.version, cid, duration,
+                          truncated)  # fmt: skip
 
     async def _aexecute(
         self,

@@ -52,13 +52,19 @@ def _default_cache_dir() -> Path:
 
 
 class PluginHost:
-    """Hosts the tools of a plugin directory, live.
+    """Hosts the tools of a plugin directory, live, and runs their calls.
 
     ``directory`` is loaded on :meth:`start` (or entering ``with``); with
-    ``watch=True`` edits are applied as they happen, otherwise :meth:`rescan`
-    applies them on demand. Installed distributions that declare the
-    ``agenthost.plugins`` entry-point group are loaded too, unless
-    ``installed=False``.
+    ``watch=True`` edits are applied as they happen (after ``debounce`` seconds
+    of quiet), otherwise :meth:`rescan` applies them on demand. Installed
+    distributions that declare the ``agenthost.plugins`` entry-point group are
+    loaded too, unless ``installed=False``; wheels are extracted under ``cache_dir``.
+
+    Calls: ``default_permissions`` are granted to every session,
+    ``default_timeout`` applies to tools that set none (None: no limit),
+    ``max_workers`` bounds the threads that run sync tools with a timeout,
+    ``max_output`` caps a result's text, ``interceptors`` wrap every call and
+    ``metrics=False`` stops recording ``metrics()``.
     """
 
     def __init__(
@@ -135,7 +141,7 @@ class PluginHost:
             if self._stopped:
                 return
             self._stopped = True
-            self._executor._stopped = True
+            self._executor.refuse_calls()
             if self._watcher is not None:
                 self._watcher.stop()
             self._apply([], self._registry.plugin_keys())
@@ -280,7 +286,7 @@ class PluginHost:
             return True
         return False
 
-    def _targets(self, keys: set[str]) -> dict[str, Any]:
+    def _targets(self, keys: set[str]) -> dict[str, Source | None]:
         """Directory keys to look at and what each is now (None: gone)."""
         directory = self.directory
         known = [k for k in self._registry.plugin_keys() if not k.startswith("entry-point:")]

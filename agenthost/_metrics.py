@@ -1,7 +1,8 @@
 """Per-tool call metrics: counts, errors by code, latency percentiles, abandoned threads.
 
-Recording is on every call's path, so each thread records into its own
-statistics without any lock; a snapshot adds the threads' numbers up.
+Recording is on every call's path, so it only appends to a deque (atomic, no
+lock); the numbers are folded into per-tool statistics when a snapshot is
+asked for, or when enough calls are waiting.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import Any
 
 __all__ = ["Metrics"]
 
-WINDOW = 1024  # latencies kept per tool and thread for the percentiles
+WINDOW = 2048  # latencies kept per tool for the percentiles
+FOLD_AT = 4096  # recorded calls waiting before they are folded in
 
 
 class _ToolStats:
@@ -29,62 +31,53 @@ class Metrics:
     """Recorded by the executor for every call, including those refused before running."""
 
     def __init__(self) -> None:
-        self._local = threading.local()
-        self._threads: list[dict[str, _ToolStats]] = []
+        self._recorded: deque[tuple[str, float, str | None]] = deque()
+        self._tools: dict[str, _ToolStats] = {}
         self._lock = threading.Lock()
         self.abandoned_threads = 0
 
     def record(self, tool: str, duration_ms: float, code: str | None) -> None:
+        recorded = self._recorded
+        recorded.append((tool, duration_ms, code))
+        if len(recorded) > FOLD_AT:
+            self._fold(wait=False)
+
+    def _fold(self, *, wait: bool) -> None:
+        if not self._lock.acquire(blocking=wait):
+            return  # another thread is folding right now
         try:
-            tools: dict[str, _ToolStats] = self._local.tools
-        except AttributeError:
-            tools = self._local.tools = {}
-            with self._lock:
-                self._threads.append(tools)
-        stats = tools.get(tool)
-        if stats is None:
-            stats = tools[tool] = _ToolStats()
-        stats.count += 1
-        stats.latencies.append(duration_ms)
-        if code is not None:
-            stats.errors[code] = stats.errors.get(code, 0) + 1
+            recorded, tools = self._recorded, self._tools
+            while recorded:
+                tool, duration_ms, code = recorded.popleft()
+                stats = tools.get(tool)
+                if stats is None:
+                    stats = tools[tool] = _ToolStats()
+                stats.count += 1
+                stats.latencies.append(duration_ms)
+                if code is not None:
+                    stats.errors[code] = stats.errors.get(code, 0) + 1
+        finally:
+            self._lock.release()
 
     def snapshot(self) -> dict[str, Any]:
         """Per tool: count, errors by code, latency_ms p50/p95/p99; and abandoned threads."""
+        self._fold(wait=True)
         with self._lock:
-            threads = list(self._threads)
-        merged: dict[str, dict[str, Any]] = {}
-        for tools in threads:
-            for name, stats in list(tools.items()):
-                into = merged.setdefault(name, {"count": 0, "errors": {}, "latencies": []})
-                into["count"] += stats.count
-                for code, n in list(stats.errors.items()):
-                    into["errors"][code] = into["errors"].get(code, 0) + n
-                into["latencies"] += _copy(stats.latencies)
-        tools_out = {
-            name: {
-                "count": data["count"],
-                "errors": data["errors"],
-                "latency_ms": _percentiles(sorted(data["latencies"])),
+            tools = {
+                name: {
+                    "count": stats.count,
+                    "errors": dict(stats.errors),
+                    "latency_ms": _percentiles(sorted(stats.latencies)),
+                }
+                for name, stats in sorted(self._tools.items())
             }
-            for name, data in sorted(merged.items())
-        }
-        return {"tools": tools_out, "abandoned_threads": self.abandoned_threads}
+        return {"tools": tools, "abandoned_threads": self.abandoned_threads}
 
     def reset(self) -> None:
         with self._lock:
-            self._threads = []
-            self._local = threading.local()
+            self._recorded.clear()
+            self._tools = {}
             self.abandoned_threads = 0
-
-
-def _copy(latencies: deque[float]) -> list[float]:
-    for _ in range(10):  # another thread may append while we read
-        try:
-            return list(latencies)
-        except RuntimeError:
-            continue
-    return []
 
 
 def _percentiles(ordered: list[float]) -> dict[str, float]:

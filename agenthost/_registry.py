@@ -141,17 +141,20 @@ class Entry:
 
     info: ToolInfo
     owner: PluginVersion | None
-    direct: Callable[..., Any] | None = None
-    kind: str = "sync"
+    direct: Callable[..., Any] | None = None  # a plain sync tool
+    direct_async: Callable[..., Any] | None = None  # a plain async tool
     validate_json: Callable[..., Any] | None = None
 
     @classmethod
     def of(cls, info: ToolInfo, owner: PluginVersion | None) -> Entry:
         d = info.definition
         plain = not (d.definition_only or d.context_parameter or d.permissions)
-        direct = d.function if plain and d.timeout == float("inf") else None
+        fn = d.function if plain and d.timeout == float("inf") else None
         compiled = getattr(d.validator, "compiled", None)
-        return cls(info, owner, direct, d.kind, getattr(compiled, "validate_json", None))
+        sync, asynchronous = (
+            (fn, None) if d.kind == "sync" else (None, fn if d.kind == "async" else None)
+        )
+        return cls(info, owner, sync, asynchronous, getattr(compiled, "validate_json", None))
 
 
 class Snapshot:

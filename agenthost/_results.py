@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 import pydantic_core
 
-__all__ = ["ErrorCode", "ToolError", "ToolResult", "normalise"]
+__all__ = ["ErrorCode", "Rendered", "ToolError", "ToolResult", "normalise", "render"]
 
 ErrorCode = Literal[
     "unknown_tool",
@@ -115,21 +115,31 @@ class ToolResult:
         return json.dumps(self.to_dict(), default=str, **kwargs)
 
 
+Rendered = tuple[str, Any, bool]  # output, data, truncated
+
+
 def normalise(value: Any, max_output: int) -> ToolResult:
     """The success result for a tool's return value (see the module docstring)."""
+    output, data, truncated = render(value, max_output)
+    return ToolResult(True, output, data, truncated=truncated)
+
+
+def render(value: Any, max_output: int) -> Rendered:
+    """A return value as ``(output, data, truncated)`` (the executor's fast paths build
+    the result from these directly)."""
     kind = type(value)
     if kind is str:
         return _limited(value, None, max_output)
     if value is None:
-        return ToolResult(True)
+        return "", None, False
     if kind is int:
-        return ToolResult(True, str(value), value)
+        return str(value), value, False
     if kind is bool:
-        return ToolResult(True, "true" if value else "false", value)
+        return ("true" if value else "false"), value, False
     if kind is float:
         if not math.isfinite(value):
-            return ToolResult(True, str(value))  # JSON has no NaN or Infinity
-        return ToolResult(True, repr(value), value)
+            return str(value), None, False  # JSON has no NaN or Infinity
+        return repr(value), value, False
     if isinstance(value, bytes | bytearray | memoryview):
         return _binary(bytes(value), max_output)
     try:
@@ -138,33 +148,32 @@ def normalise(value: Any, max_output: int) -> ToolResult:
         return _limited(_printable(value), None, max_output)
     if len(text) > max_output:
         return _limited(text, None, max_output)
-    return ToolResult(True, text, json.loads(text))
+    return text, json.loads(text), False
 
 
 def _printable(value: Any) -> str:
-    for render in (str, repr):
+    for to_text in (str, repr):
         try:
-            return render(value)
+            return to_text(value)
         except Exception:  # noqa: BLE001 - a broken __str__ must not break the call
             continue
     return f"<unprintable {type(value).__name__} object>"
 
 
-def _limited(text: str, data: Any, max_output: int) -> ToolResult:
+def _limited(text: str, data: Any, max_output: int) -> Rendered:
     if len(text) <= max_output:
-        return ToolResult(True, text, data)
+        return text, data, False
     marker = f"\n[truncated: {len(text):,} characters, the first {max_output:,} shown]"
-    return ToolResult(True, text[:max_output] + marker, None, truncated=True)
+    return text[:max_output] + marker, None, True
 
 
-def _binary(raw: bytes, max_output: int) -> ToolResult:
+def _binary(raw: bytes, max_output: int) -> Rendered:
     try:
         return _limited(raw.decode(), None, max_output)
     except UnicodeDecodeError:
         pass
     encoded = base64.b64encode(raw).decode()
-    summary = f"[{len(raw):,} bytes of binary data, base64 in data]"
     if len(encoded) > max_output:
-        too_large = f"[{len(raw):,} bytes of binary data, too large to return]"
-        return ToolResult(True, too_large, None, truncated=True)
-    return ToolResult(True, summary, {"type": "bytes", "base64": encoded, "size": len(raw)})
+        return f"[{len(raw):,} bytes of binary data, too large to return]", None, True
+    summary = f"[{len(raw):,} bytes of binary data, base64 in data]"
+    return summary, {"type": "bytes", "base64": encoded, "size": len(raw)}, False
