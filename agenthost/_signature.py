@@ -391,6 +391,9 @@ def _with_description(
     return annotation
 
 
+_JSON_SCALARS = frozenset({str, int, float, bool})
+
+
 def _check_default(default: Any, annotation: Any, problem: Callable[[str], None]) -> None:
     if default is None:
         if not _admits_none(annotation):
@@ -398,6 +401,8 @@ def _check_default(default: Any, annotation: Any, problem: Callable[[str], None]
                 f"defaults to None but its type {_type_name(annotation)} does not allow None; "
                 f"write `{_type_name(annotation)} | None = None`"
             )
+        return
+    if type(default) in _JSON_SCALARS:
         return
     try:
         pydantic_core.to_jsonable_python(default)
