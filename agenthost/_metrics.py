@@ -1,12 +1,15 @@
 """Per-tool call metrics: counts, errors by code, latency percentiles, abandoned threads.
 
-Recording is on every call's path, so it only appends to a deque (atomic, no
-lock); the numbers are folded into per-tool statistics when a snapshot is
-asked for, or when enough calls are waiting.
+Recording is on every call's path, so it takes no lock: a call is counted by
+advancing an ``itertools.count`` and its latency appended to a bounded deque,
+both atomic. Reading the count back consumes one step of the counter; the
+snapshot, which runs under a lock, keeps track of the steps it consumed.
+Errors are rare and take the lock.
 """
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import threading
 from collections import deque
@@ -15,59 +18,51 @@ from typing import Any
 __all__ = ["Metrics"]
 
 WINDOW = 2048  # latencies kept per tool for the percentiles
-FOLD_AT = 4096  # recorded calls waiting before they are folded in
 
 
 class _ToolStats:
-    __slots__ = ("count", "errors", "latencies")
+    __slots__ = ("calls", "errors", "latencies", "reads")
 
     def __init__(self) -> None:
-        self.count = 0
+        self.calls = itertools.count()
+        self.reads = 0  # steps of ``calls`` consumed by snapshots
         self.errors: dict[str, int] = {}
         self.latencies: deque[float] = deque(maxlen=WINDOW)
+
+    def count(self) -> int:
+        """Calls recorded so far (call under the metrics lock)."""
+        value = next(self.calls) - self.reads
+        self.reads += 1
+        return value
 
 
 class Metrics:
     """Recorded by the executor for every call, including those refused before running."""
 
     def __init__(self) -> None:
-        self._recorded: deque[tuple[str, float, str | None]] = deque()
         self._tools: dict[str, _ToolStats] = {}
         self._lock = threading.Lock()
         self.abandoned_threads = 0
 
     def record(self, tool: str, duration_ms: float, code: str | None) -> None:
-        recorded = self._recorded
-        recorded.append((tool, duration_ms, code))
-        if len(recorded) > FOLD_AT:
-            self._fold(wait=False)
-
-    def _fold(self, *, wait: bool) -> None:
-        if not self._lock.acquire(blocking=wait):
-            return  # another thread is folding right now
-        try:
-            recorded, tools = self._recorded, self._tools
-            while recorded:
-                tool, duration_ms, code = recorded.popleft()
-                stats = tools.get(tool)
-                if stats is None:
-                    stats = tools[tool] = _ToolStats()
-                stats.count += 1
-                stats.latencies.append(duration_ms)
-                if code is not None:
-                    stats.errors[code] = stats.errors.get(code, 0) + 1
-        finally:
-            self._lock.release()
+        stats = self._tools.get(tool)
+        if stats is None:
+            with self._lock:
+                stats = self._tools.setdefault(tool, _ToolStats())
+        next(stats.calls)
+        stats.latencies.append(duration_ms)
+        if code is not None:
+            with self._lock:
+                stats.errors[code] = stats.errors.get(code, 0) + 1
 
     def snapshot(self) -> dict[str, Any]:
         """Per tool: count, errors by code, latency_ms p50/p95/p99; and abandoned threads."""
-        self._fold(wait=True)
         with self._lock:
             tools = {
                 name: {
-                    "count": stats.count,
+                    "count": stats.count(),
                     "errors": dict(stats.errors),
-                    "latency_ms": _percentiles(sorted(stats.latencies)),
+                    "latency_ms": _percentiles(sorted(_copy(stats.latencies))),
                 }
                 for name, stats in sorted(self._tools.items())
             }
@@ -75,9 +70,16 @@ class Metrics:
 
     def reset(self) -> None:
         with self._lock:
-            self._recorded.clear()
             self._tools = {}
             self.abandoned_threads = 0
+
+
+def _copy(latencies: deque[float]) -> list[float]:
+    while True:
+        try:
+            return list(latencies)
+        except RuntimeError:  # appended to while we read: read again
+            continue
 
 
 def _percentiles(ordered: list[float]) -> dict[str, float]:

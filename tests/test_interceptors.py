@@ -206,6 +206,22 @@ def test_metrics_count_calls_errors_by_code_and_latency(host: PluginHost) -> Non
     assert (echo["count"], echo["errors"]) == (4, {"invalid_arguments": 1})
     assert 0 < echo["latency_ms"]["p50"] <= echo["latency_ms"]["p95"] <= echo["latency_ms"]["p99"]
     assert metrics["tools"]["(unknown)"]["errors"] == {"unknown_tool": 1}
+    assert host.metrics()["tools"]["echo"]["count"] == 4  # reading does not change the count
+
+
+def test_metrics_count_every_call_from_many_threads(host: PluginHost) -> None:
+    import threading
+
+    def hammer() -> None:
+        for _ in range(500):
+            host.execute("echo", {"text": "x"})
+
+    threads = [threading.Thread(target=hammer) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert host.metrics()["tools"]["echo"]["count"] == 4000
 
 
 def test_caching_is_opt_in_per_tool_with_a_ttl_and_canonical_keys(make_host: Host) -> None:
