@@ -84,15 +84,18 @@ class Executor(Streaming):
         self._prefix = f"call_{os.getpid():x}_"
         self._orphans: set[asyncio.Task[Any]] = set()
         self._stopped = False
+        self._plain = not self._interceptors  # no host-wide interceptors, not stopped
 
     # --- configuration -----------------------------------------------------------------------
     def add_interceptor(self, interceptor: Any) -> Callable[[], None]:
         """Append a host-wide interceptor; returns an undo callable."""
         adapted = self._adapt(interceptor)
         self._interceptors = (*self._interceptors, adapted)
+        self._plain = False
 
         def undo() -> None:
             self._interceptors = tuple(i for i in self._interceptors if i is not adapted)
+            self._plain = not (self._interceptors or self._stopped)
 
         return undo
 
@@ -102,9 +105,11 @@ class Executor(Streaming):
     def refuse_calls(self) -> None:
         """From now on every call is ``unavailable`` (calls already running finish)."""
         self._stopped = True
+        self._plain = False
 
     def stop(self) -> None:
         self._stopped = True
+        self._plain = False
         self._pool.shutdown()
         with self._loop_lock:
             if self._loop_thread is not None:
@@ -130,9 +135,8 @@ class Executor(Streaming):
             entry is None
             or entry.direct is None
             or interceptors
-            or self._interceptors
             or timeout is not None
-            or self._stopped
+            or not self._plain
         ):
             return self._execute(name, arguments, session, timeout, interceptors, cid, started)
         # The fast path: a plain sync tool with its timeout off runs right here. It is
@@ -247,9 +251,8 @@ class Executor(Streaming):
             entry is None
             or entry.direct_async is None
             or interceptors
-            or self._interceptors
             or timeout is not None
-            or self._stopped
+            or not self._plain
         ):
             return await self._aexecute(
                 name, arguments, session, timeout, interceptors, call_id, None
