@@ -158,9 +158,9 @@ class Executor(Streaming):
         try:
             output, data, truncated = render(entry.direct(**kwargs), self.max_output)
         except Exception as exc:  # noqa: BLE001 - the one boundary where tool errors become results
-            return self._finish(_tool_error(current_context(), exc), name, info, cid, started)  # type: ignore[arg-type]
+            return self._finish(_tool_error(current_context(), exc), name, info, cid, started)
         except SystemExit as exc:
-            return self._finish(_tool_error(current_context(), exc), name, info, cid, started)  # type: ignore[arg-type]
+            return self._finish(_tool_error(current_context(), exc), name, info, cid, started)
         finally:
             _current.reset(token)
             if owner is not None:
@@ -223,7 +223,7 @@ class Executor(Streaming):
     ) -> ToolResult:
         spec = read_call(call)
         if isinstance(spec, ToolResult):
-            return self._finish(spec, "", None, f"{self._prefix}{next(self._ids)}", perf_counter())
+            return self._finish(spec, "", None, self._new_id(), perf_counter())
         name, arguments, cid = spec
         return self.execute(
             name,
@@ -281,7 +281,7 @@ class Executor(Streaming):
             cancelled = ToolResult.fail("cancelled", f"tool '{name}' was cancelled")
             return self._finish(cancelled, name, info, cid, started)
         except Exception as exc:  # noqa: BLE001 - the one boundary where tool errors become results
-            return self._finish(_tool_error(current_context(), exc), name, info, cid, started)  # type: ignore[arg-type]
+            return self._finish(_tool_error(current_context(), exc), name, info, cid, started)
         finally:
             _current.reset(token)
             if owner is not None:
@@ -717,10 +717,9 @@ def _requires_action(ctx: ToolContext) -> ToolResult:
     return ToolResult.fail("requires_action", message, call=call)
 
 
-def _tool_error(ctx: ToolContext, exc: BaseException) -> ToolResult:
-    logger.opt(exception=exc).warning(
-        "tool {} ({}) raised {}", ctx.name, ctx.call_id, type(exc).__name__
-    )
+def _tool_error(ctx: ToolContext | None, exc: BaseException) -> ToolResult:
+    where = f"{ctx.name} ({ctx.call_id})" if ctx is not None else "?"
+    logger.opt(exception=exc).warning("tool {} raised {}", where, type(exc).__name__)
     text = str(exc)
     message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return ToolResult.fail("tool_error", message, type=type(exc).__name__)
