@@ -558,3 +558,35 @@ def test_a_call_runs_entirely_on_the_version_it_started_on(
     new_module = host._snapshot.tools["pinned"].owner.namespace.import_module("pkg")  # type: ignore[union-attr]
     new_module.GATE.set()
     assert host.execute("pinned", {}).output == "2:2"
+
+
+def test_on_unload_waits_for_the_calls_of_its_version(plugin_dir: Path, make_host: Host) -> None:
+    source = """
+        import threading
+        from agenthost import tool
+        GATE, STARTED, UNLOADED = threading.Event(), threading.Event(), threading.Event()
+
+        @tool(timeout=10)
+        def slow() -> str:
+            "Slow."
+            STARTED.set()
+            GATE.wait(10)
+            return "{v}"
+
+        def on_unload():
+            UNLOADED.set()
+        """
+    write(plugin_dir / "gated.py", source.format(v="v1"))
+    host = make_host(plugin_dir).start()
+    module = host._snapshot.tools["slow"].owner.namespace.import_module("gated")  # type: ignore[union-attr]
+    box: list[ToolResult] = []
+    thread = threading.Thread(target=lambda: box.append(host.execute("slow", {})))
+    thread.start()
+    wait_for(module.STARTED.is_set, what="the call to start")
+    write(plugin_dir / "gated.py", source.format(v="v2"))
+    host.rescan()
+    assert not module.UNLOADED.is_set()  # its call is still running
+    module.GATE.set()
+    thread.join(10)
+    assert box[0].output == "v1"
+    wait_for(module.UNLOADED.is_set, what="on_unload after the last call")
