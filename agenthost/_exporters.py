@@ -300,7 +300,6 @@ GEMINI_KEYWORDS = frozenset(
         "anyOf", "minProperties", "maxProperties", "default", "propertyOrdering", "example",
     }
 )  # fmt: skip
-GEMINI_TYPES = frozenset({"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT", "NULL"})
 _GEMINI_FORMATS = frozenset({"float", "double", "int32", "int64", "enum", "date-time"})
 _SILENT_DROPS = frozenset({"title", "examples", "$schema", "$comment", "deprecated", "readOnly"})
 

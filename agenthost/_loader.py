@@ -210,10 +210,6 @@ class PluginVersion:
             self._close_once()
 
     @property
-    def inflight(self) -> int:
-        return len(self._calls)
-
-    @property
     def closed(self) -> bool:
         return self._closed
 

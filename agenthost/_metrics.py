@@ -68,11 +68,6 @@ class Metrics:
             }
         return {"tools": tools, "abandoned_threads": self.abandoned_threads}
 
-    def reset(self) -> None:
-        with self._lock:
-            self._tools = {}
-            self.abandoned_threads = 0
-
 
 def _copy(latencies: deque[float]) -> list[float]:
     while True:
