@@ -14,13 +14,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agenthost._masking import jsonable, mask_secrets
+
 if TYPE_CHECKING:
     from agenthost._definition import ToolDefinition
 
 __all__ = ["ToolContext", "current_context"]
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, repr=False)
 class ToolContext:
     """Everything known about one tool call while it runs.
 
@@ -44,11 +46,26 @@ class ToolContext:
         """The tool's name."""
         return self.tool.name
 
+    def __repr__(self) -> str:
+        # Contexts end up in logs and tracebacks: never show a secret argument's value.
+        return (
+            f"ToolContext(tool={self.tool.name!r}, call_id={self.call_id!r}, "
+            f"session={self.session!r}, arguments={mask_secrets(jsonable(self.arguments))!r}, "
+            f"attributes={mask_secrets(jsonable(self.attributes))!r}, plugin={self.plugin!r}, "
+            f"version={self.version!r})"
+        )
 
-# The executor's fast paths set a plain tuple of ToolContext's arguments instead of the
-# object itself; current_context() builds the object only if tool code asks for it.
+
+# The executor's first branch sets a plain tuple of ToolContext's fields (attributes None)
+# instead of the object itself; current_context() builds the object if tool code asks.
 _current: contextvars.ContextVar[ToolContext | tuple[Any, ...] | None] = contextvars.ContextVar(
     "agenthost_tool_context", default=None
+)
+
+
+# Where a streamed call's generator output goes: set by astream around the call it runs.
+_sink: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar(
+    "agenthost_stream_sink", default=None
 )
 
 
@@ -57,5 +74,6 @@ def current_context() -> ToolContext | None:
     value = _current.get()
     if type(value) is tuple:
         value = ToolContext(*value)
+        value.attributes = {}
         _current.set(value)
     return value  # type: ignore[return-value]

@@ -91,15 +91,24 @@ class ArgumentProblem:
 
 
 class InvalidArgumentsError(AgentHostError):
-    """The arguments of a call do not satisfy the tool's input schema."""
+    """The arguments of a call do not satisfy the tool's input schema.
 
-    def __init__(self, tool: str, problems: Sequence[ArgumentProblem]) -> None:
+    ``problems`` lists the first problems found; ``total`` counts all of them.
+    """
+
+    def __init__(
+        self, tool: str, problems: Sequence[ArgumentProblem], *, total: int | None = None
+    ) -> None:
         self.tool = tool
         self.problems = tuple(problems)
+        self.total = max(total or 0, len(self.problems))
         details = "; ".join(f"{p.path}: {p.message}" for p in self.problems)
-        count = len(self.problems)
-        noun = "problem" if count == 1 else "problems"
-        super().__init__(f"invalid arguments for tool '{tool}' ({count} {noun}): {details}")
+        noun = "problem" if self.total == 1 else "problems"
+        more = self.total - len(self.problems)
+        tail = f"; and {more:,} more" if more else ""
+        super().__init__(
+            f"invalid arguments for tool '{tool}' ({self.total:,} {noun}): {details}{tail}"
+        )
 
 
 class ToolConflictError(AgentHostError):

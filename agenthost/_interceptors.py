@@ -29,7 +29,7 @@ import pydantic_core
 from loguru import logger
 
 from agenthost._context import ToolContext
-from agenthost._masking import DEFAULT_SECRET_KEYS, mask_secrets
+from agenthost._masking import DEFAULT_SECRET_KEYS, jsonable, mask_secrets
 from agenthost._results import ToolResult
 
 __all__ = [
@@ -126,11 +126,7 @@ def as_interceptor(obj: Any, run: Callable[[Awaitable[ToolResult]], ToolResult])
 
 def masked_arguments(ctx: ToolContext, keys: Iterable[str] = DEFAULT_SECRET_KEYS) -> Any:
     """The call's validated arguments as JSON values, secrets masked."""
-    try:
-        plain = pydantic_core.to_jsonable_python(ctx.arguments, fallback=str)
-    except (pydantic_core.PydanticSerializationError, ValueError):
-        plain = {key: str(value) for key, value in ctx.arguments.items()}
-    return mask_secrets(plain, keys)
+    return mask_secrets(jsonable(ctx.arguments), keys)
 
 
 class LoggingInterceptor(Interceptor):

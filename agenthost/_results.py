@@ -21,7 +21,9 @@ anything else              ``output`` is ``str(value)`` (else ``repr``, else a
 
 An ``output`` longer than the host's ``max_output`` is cut there and ends with
 a visible ``[truncated: ...]`` marker (``truncated`` is True); ``data`` whose
-JSON would be longer is dropped for the same reason.
+JSON would be longer is dropped for the same reason, as is data Python's own
+``json`` cannot read back (integers beyond its 4,300-digit limit). Every text
+of a result encodes as UTF-8: lone surrogates become U+FFFD.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pydantic_core
+
+from agenthost._text import printable, utf8
 
 __all__ = ["ErrorCode", "Rendered", "ToolError", "ToolResult", "normalise", "render"]
 
@@ -88,6 +92,7 @@ class ToolResult:
     @classmethod
     def fail(cls, code: ErrorCode, message: str, **details: Any) -> ToolResult:
         """A failure with an error code, for interceptors that reject a call."""
+        message = utf8(message)
         return cls(False, message, None, ToolError(code, message, details))
 
     @property
@@ -111,8 +116,9 @@ class ToolResult:
             "truncated": self.truncated,
         }
 
-    def to_json(self, **kwargs: Any) -> str:
-        return json.dumps(self.to_dict(), default=str, **kwargs)
+    def to_json(self, *, indent: int | None = None) -> str:
+        """The record as JSON text (values JSON cannot hold are written as strings)."""
+        return pydantic_core.to_json(self.to_dict(), indent=indent, fallback=str).decode()
 
 
 Rendered = tuple[str, Any, bool]  # output, data, truncated
@@ -126,14 +132,17 @@ def normalise(value: Any, max_output: int) -> ToolResult:
 
 def render(value: Any, max_output: int) -> Rendered:
     """A return value as ``(output, data, truncated)`` (the executor's fast paths build
-    the result from these directly)."""
+    the result from these directly). Raises only what the value's own serializers raise."""
     kind = type(value)
     if kind is str:
         return _limited(value, None, max_output)
     if value is None:
         return "", None, False
     if kind is int:
-        return str(value), value, False
+        try:
+            return str(value), value, False
+        except ValueError:  # beyond Python's 4,300-digit limit: JSON writes it below
+            pass
     if kind is bool:
         return ("true" if value else "false"), value, False
     if kind is float:
@@ -144,23 +153,18 @@ def render(value: Any, max_output: int) -> Rendered:
         return _binary(bytes(value), max_output)
     try:
         text = pydantic_core.to_json(value).decode()
-    except (pydantic_core.PydanticSerializationError, TypeError, ValueError):
-        return _limited(_printable(value), None, max_output)
+    except (pydantic_core.PydanticSerializationError, TypeError, ValueError, RecursionError):
+        return _limited(printable(value), None, max_output)
     if len(text) > max_output:
         return _limited(text, None, max_output)
-    return text, json.loads(text), False
-
-
-def _printable(value: Any) -> str:
-    for to_text in (str, repr):
-        try:
-            return to_text(value)
-        except Exception:  # noqa: BLE001 - a broken __str__ must not break the call
-            continue
-    return f"<unprintable {type(value).__name__} object>"
+    try:
+        return text, json.loads(text), False
+    except (ValueError, RecursionError):  # integers beyond Python's digit limit
+        return text, None, False
 
 
 def _limited(text: str, data: Any, max_output: int) -> Rendered:
+    text = utf8(text)
     if len(text) <= max_output:
         return text, data, False
     marker = f"\n[truncated: {len(text):,} characters, the first {max_output:,} shown]"
