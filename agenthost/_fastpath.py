@@ -7,6 +7,8 @@ builders, which is several times faster than ``TypeAdapter`` and matters when a
 host loads thousands of tools. Anything else (models, enums, dataclasses,
 datetimes, constraints...) returns None and goes through pydantic.
 
+The validator these builders make reads the *parsed* JSON object (see
+``_validation``), strictly, except that a JSON array may fill a set or tuple.
 Tests assert that, for every type handled here, the schema is identical to
 the one pydantic generates and that both validators accept the same inputs.
 """
@@ -30,7 +32,8 @@ _SCALARS: dict[Any, Callable[[], SimpleSchema]] = {
     str: lambda: ({"type": "string"}, cs.str_schema()),
     bool: lambda: ({"type": "boolean"}, cs.bool_schema()),
     int: lambda: ({"type": "integer"}, cs.int_schema()),
-    float: lambda: ({"type": "number"}, cs.float_schema()),
+    # 1e400 is valid JSON that Python reads as inf: a float parameter refuses it
+    float: lambda: ({"type": "number"}, cs.float_schema(allow_inf_nan=False)),
     None: lambda: ({"type": "null"}, cs.none_schema()),
     type(None): lambda: ({"type": "null"}, cs.none_schema()),
     Any: lambda: ({}, cs.any_schema()),
@@ -87,14 +90,17 @@ def _simple(tp: Any, guard: Callable[[list[Any]], Callable[[Any], Any]]) -> Simp
         item = _simple(args[0], guard)
         if item is None:
             return None
-        builder = {list: cs.list_schema, set: cs.set_schema, frozenset: cs.frozenset_schema}
-        return {"type": "array", "items": item[0]}, builder[origin](item[1])
+        if origin is list:
+            return {"type": "array", "items": item[0]}, cs.list_schema(item[1])
+        # Validated from a parsed JSON list: the container is read leniently, its items strictly.
+        builder = cs.set_schema if origin is set else cs.frozenset_schema
+        return {"type": "array", "items": item[0]}, builder(item[1], strict=False)
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
         item = _simple(args[0], guard)
         if item is None:
             return None
         return {"type": "array", "items": item[0]}, cs.tuple_schema(
-            [item[1]], variadic_item_index=0
+            [item[1]], variadic_item_index=0, strict=False
         )
     if origin is dict and len(args) == 2 and args[0] is str:
         value = _simple(args[1], guard)

@@ -1,17 +1,28 @@
 """Argument validators: a call's raw JSON in, the tool's keyword arguments out.
 
-This is on the hot path of every call, so the common case is one compiled
-pydantic-core validation of the JSON text, in strict mode (no "1" for an
-integer, no 1 for a boolean) so that it accepts what the published schema
-accepts. Two JSON facts strict mode would otherwise get wrong are repaired on
-the failure path only, so they cost nothing when arguments are right:
+Arguments come from a model or an MCP client, so they are read as strict JSON
+first, once, with jiter (pydantic-core's own parser): an object whose keys are
+unique (two parsers that keep different duplicates are an attack vector), no
+``NaN`` or ``Infinity``, at most :data:`NESTING_LIMIT` levels of objects and
+arrays inside the arguments object, numbers of at most 4,300 digits. A dict
+passed by Python code is written as JSON text first and read the same way.
 
-* ``1.0`` is an integer in JSON Schema; pydantic's strict int refuses it.
+Then the tool's compiled pydantic-core validator checks the value in strict
+mode (no ``"1"`` for an integer, no ``1`` for a boolean), which accepts what
+the published schema accepts. Simple signatures (see ``_fastpath``) validate
+the parsed value directly; others validate the JSON text, which pydantic's
+datetime and model parsing need.
+
+Two JSON facts strict mode would otherwise get wrong are repaired on the
+failure path only, so they cost nothing when arguments are right, and only
+where the schema says so:
+
+* ``2.0`` is an integer in JSON Schema; pydantic's strict int refuses it.
 * ``null`` for a parameter that has a default means "use the default": OpenAI
   strict mode can only express an optional parameter as nullable.
 
-Hand-written schemas (programmatic and definition-only tools) are validated
-with ``jsonschema`` instead, which is slower but exact for any schema.
+An error lists the first :data:`MAX_LISTED` problems by JSON path and counts
+the rest. Hand-written schemas are validated with ``jsonschema`` instead.
 """
 
 from __future__ import annotations
@@ -20,24 +31,53 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import jiter
 import jsonschema
 from pydantic import ValidationError
 from pydantic_core import SchemaValidator
 
 from agenthost._errors import ArgumentProblem, InvalidArgumentsError
+from agenthost._formats import FORMAT_CHECKER
+from agenthost._text import clip, type_name
 
 __all__ = [
+    "MAX_LISTED",
+    "NESTING_LIMIT",
     "ArgumentValidator",
     "JsonSchemaArgumentValidator",
     "PydanticArgumentValidator",
     "RawArguments",
+    "SimpleArgumentValidator",
     "json_path",
 ]
 
 RawArguments = str | bytes | bytearray | Mapping[str, Any] | None
 
+NESTING_LIMIT = 200  # levels of objects and arrays inside the arguments object (jiter's own)
+MAX_LISTED = 10  # problems an error lists; the rest are counted
+_MAX_MESSAGE = 300  # characters of one problem's message
+_MAX_STEP = 40  # characters of one key in a JSON path
+
+_from_json = jiter.from_json
+
+
+def _read(raw: bytes) -> Any:
+    """Strict JSON: unique keys, no NaN or Infinity, jiter's nesting and number limits."""
+    return _from_json(raw, catch_duplicate_keys=True, allow_inf_nan=False, cache_mode=False)
+
+
 _MISSING_TYPES = frozenset({"missing", "missing_argument", "missing_keyword_only_argument"})
 _EXTRA_TYPES = frozenset({"unexpected_keyword_argument", "extra_forbidden"})
+_INT_TYPES = frozenset({"int_type", "int_from_float"})
+# pydantic words these in Python terms when it validates a parsed value; a model reads JSON.
+_JSON_WORDING = {
+    "list_type": "Input should be a valid array",
+    "tuple_type": "Input should be a valid array",
+    "set_type": "Input should be a valid array",
+    "frozen_set_type": "Input should be a valid array",
+    "dict_type": "Input should be an object",
+    "none_required": "Input should be null",
+}
 
 
 class ArgumentValidator:
@@ -52,99 +92,151 @@ class ArgumentValidator:
         """Return the validated keyword arguments or raise :class:`InvalidArgumentsError`."""
         raise NotImplementedError
 
-    def _fail(self, path: str, message: str, kind: str) -> InvalidArgumentsError:
+    def _fail(self, message: str, kind: str, path: str = "$") -> InvalidArgumentsError:
         return InvalidArgumentsError(self.tool, [ArgumentProblem(path, message, kind)])
 
-    def _as_json(self, arguments: RawArguments) -> str | bytes | bytearray:
-        """The arguments as JSON text that starts with ``{``, or an error."""
-        if type(arguments) is str and arguments[:1] == "{":
-            return arguments  # the common case, without copies
-        if isinstance(arguments, str | bytes | bytearray):
-            text = arguments.strip()
-            if not text:
-                return "{}"  # models send "" for tools without parameters
-            if text[:1] not in ("{", b"{"):
-                raise self._fail("$", "arguments must be a JSON object", "object_type")
-            return arguments
-        if arguments is None:
-            return "{}"
-        if isinstance(arguments, Mapping):
+    def read(self, arguments: RawArguments) -> tuple[dict[str, Any], bytes]:
+        """The arguments as a JSON object, and the JSON text it was read from."""
+        if isinstance(arguments, str):
             try:
-                return json.dumps(arguments, allow_nan=False)
-            except (TypeError, ValueError) as exc:
-                raise self._fail(
-                    "$", f"arguments are not JSON values: {exc}", "json_type"
-                ) from None
-        raise self._fail(
-            "$",
-            f"arguments must be a JSON object string or a dict, not {type(arguments).__name__}",
-            "object_type",
+                raw = arguments.encode()
+            except UnicodeEncodeError:
+                raise self._fail("arguments are not valid Unicode text", "json_invalid") from None
+        elif isinstance(arguments, bytes | bytearray):
+            raw = bytes(arguments)
+        elif arguments is None:
+            return {}, b"{}"
+        elif isinstance(arguments, Mapping):
+            raw = self._written(arguments)
+        else:
+            raise self._fail(
+                f"arguments must be a JSON object string or a dict, not {type_name(arguments)}",
+                "object_type",
+            )
+        try:
+            parsed = _read(raw)
+        except ValueError as exc:
+            if not raw.strip():
+                return {}, b"{}"  # models send "" for tools without parameters
+            raise self._unreadable(raw, exc) from None
+        if type(parsed) is not dict:
+            raise self._fail("arguments must be a JSON object", "object_type")
+        return parsed, raw
+
+    def _written(self, arguments: Mapping[str, Any]) -> bytes:
+        """A dict from Python code, as the JSON text a model would have sent."""
+        try:
+            return json.dumps(arguments, allow_nan=False).encode()
+        except RecursionError:
+            raise self._too_deep() from None
+        except ValueError as exc:
+            if "Out of range float" in str(exc):
+                raise self._non_finite() from None
+            raise self._fail(f"arguments are not JSON values: {exc}", "json_type") from None
+        except TypeError as exc:
+            raise self._fail(f"arguments are not JSON values: {exc}", "json_type") from None
+
+    def _unreadable(self, raw: bytes, exc: ValueError) -> InvalidArgumentsError:
+        reason = str(exc)
+        if reason.startswith("recursion limit exceeded"):
+            return self._too_deep()
+        if reason.startswith("Detected duplicate key"):
+            return self._fail(
+                f"invalid JSON: {reason}; an object must not repeat a key", "json_duplicate_key"
+            )
+        if "hex escape" in reason:  # jiter's words for a lone surrogate written as \uXXXX
+            reason += " (a lone surrogate is not valid Unicode text)"
+        try:
+            jiter.from_json(raw, allow_inf_nan=True, cache_mode=False)
+        except ValueError:
+            return self._fail(f"invalid JSON: {reason}", "json_invalid")
+        return self._non_finite()  # readable once NaN and Infinity are allowed
+
+    def _too_deep(self) -> InvalidArgumentsError:
+        return self._fail(
+            f"arguments nest objects and arrays more than {NESTING_LIMIT} levels deep",
+            "json_too_deep",
         )
+
+    def _non_finite(self) -> InvalidArgumentsError:
+        return self._fail("NaN and Infinity are not JSON numbers", "json_invalid")
 
 
 class PydanticArgumentValidator(ArgumentValidator):
-    """Validation through a compiled pydantic-core validator of the tool's signature."""
+    """Validation through a compiled pydantic-core validator of the tool's signature.
 
-    __slots__ = ("_parameters", "_schema", "_validator")
+    It validates the JSON text in strict JSON mode. ``recheck=True``: some
+    positions sit inside pydantic models, which validate with their own rules
+    (see ``_signature._guarded``), so accepted values are also checked against
+    the schema with ``jsonschema``.
+    """
 
-    def __init__(self, tool: str, validator: SchemaValidator, schema: Mapping[str, Any]) -> None:
+    __slots__ = ("_parameters", "_recheck", "_schema", "_validator")
+
+    def __init__(
+        self,
+        tool: str,
+        validator: SchemaValidator,
+        schema: Mapping[str, Any],
+        *,
+        recheck: bool = False,
+    ) -> None:
         super().__init__(tool)
         self._validator = validator
         self._schema = schema
         self._parameters = tuple(schema.get("properties") or ())
-
-    @property
-    def compiled(self) -> SchemaValidator:
-        """The pydantic-core validator; ``validate_json(text, strict=True)`` is the fast path."""
-        return self._validator
+        self._recheck = _schema_validator(schema) if recheck else None
 
     def validate(self, arguments: RawArguments) -> dict[str, Any]:
-        if type(arguments) is str and arguments[:1] == "{":
-            data: str | bytes | bytearray = arguments  # the common case, checked inline
-        else:
-            data = self._as_json(arguments)
+        parsed, text = self.read(arguments)
         try:
-            result: dict[str, Any] = self._validator.validate_json(data, strict=True)
+            result: dict[str, Any] = self._validator.validate_json(text, strict=True)
         except ValidationError as error:
-            return self._validate_after_failure(data, error)
+            result, parsed = self._after_failure(parsed, error)
+        if self._recheck is not None:
+            _check_schema(self._recheck, self.tool, parsed)
         return result
 
-    def _validate_after_failure(
-        self, data: str | bytes | bytearray, error: ValidationError
-    ) -> dict[str, Any]:
-        errors = error.errors(include_url=False)
-        parsed = _loads_object(data)
-        if parsed is not None:
-            repaired = _repair(parsed, errors, self._schema)
-            if repaired is not None:
-                try:
-                    result: dict[str, Any] = self._validator.validate_json(
-                        json.dumps(repaired), strict=True
-                    )
-                except ValidationError:
-                    pass
-                else:
-                    return result
-        raise InvalidArgumentsError(self.tool, self._problems(errors, parsed))
+    def _validate_parsed(self, parsed: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self._validator.validate_json(json.dumps(parsed), strict=True)
+        return result
 
-    def _problems(self, errors: list[Any], parsed: Any) -> list[ArgumentProblem]:
-        merged: dict[str, list[str]] = {}
-        kinds: dict[str, str] = {}
+    def _after_failure(
+        self, parsed: dict[str, Any], error: ValidationError
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The result after the JSON repairs and the value that passed, or the error."""
+        errors = error.errors(include_url=False)
+        repaired = _repair(parsed, errors, self._schema)
+        if repaired is not None:
+            try:
+                return self._validate_parsed(repaired), repaired
+            except ValidationError as again:  # the problems that remain after the repair
+                errors, parsed = again.errors(include_url=False), repaired
+        raise self._explain(errors, parsed)
+
+    def _explain(self, errors: list[Any], parsed: Any) -> InvalidArgumentsError:
+        """The first problems by JSON path (messages of one path merged), and their count."""
+        merged: dict[tuple[Any, ...], list[str]] = {}
+        kinds: dict[tuple[Any, ...], str] = {}
+        every: set[tuple[Any, ...]] = set()
         for err in errors:
-            steps = _data_steps(parsed, err["loc"]) if parsed is not None else list(err["loc"])
-            path = json_path(steps)
+            steps = tuple(_data_steps(parsed, err["loc"]))
+            every.add(steps)
+            if steps not in merged:
+                if len(merged) == MAX_LISTED:
+                    continue
+                merged[steps], kinds[steps] = [], err["type"]
             message = self._message(err, len(steps))
-            if message not in merged.setdefault(path, []):
-                merged[path].append(message)
-            kinds.setdefault(path, err["type"])
-        return [
-            ArgumentProblem(path, " | ".join(msgs), kinds[path]) for path, msgs in merged.items()
+            if message not in merged[steps]:
+                merged[steps].append(message)
+        problems = [
+            ArgumentProblem(json_path(steps), clip(" | ".join(msgs), _MAX_MESSAGE), kinds[steps])
+            for steps, msgs in merged.items()
         ]
+        return InvalidArgumentsError(self.tool, problems, total=len(every))
 
     def _message(self, err: Mapping[str, Any], depth: int) -> str:
         kind = err["type"]
-        if kind == "json_invalid":
-            return f"invalid JSON: {err.get('ctx', {}).get('error', err['msg'])}"
         if kind in _MISSING_TYPES:
             return "missing required argument" if depth == 1 else "missing required field"
         if kind in _EXTRA_TYPES:
@@ -152,12 +244,54 @@ class PydanticArgumentValidator(ArgumentValidator):
                 accepted = ", ".join(self._parameters) or "none"
                 return f"unexpected argument (this tool accepts: {accepted})"
             return "unexpected field"
-        message = str(err["msg"])
+        message = _JSON_WORDING.get(kind) or str(err["msg"])
         value = err.get("input")
         if not isinstance(value, dict | list):
             shown = json.dumps(value, default=repr)
-            message += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
+            message += f" (got {clip(shown, 60)})"
         return message
+
+
+class SimpleArgumentValidator(PydanticArgumentValidator):
+    """For simple signatures (see ``_fastpath``): validates the parsed value itself.
+
+    Its schema is a strict typed dict that reads parsed JSON values exactly as
+    strict JSON mode reads the text, so the text is parsed once, by the strict
+    reader. This is the validator of most tools, on every call: it does nothing
+    else.
+    """
+
+    __slots__ = ("_check",)
+
+    def __init__(self, tool: str, validator: SchemaValidator, schema: Mapping[str, Any]) -> None:
+        super().__init__(tool, validator, schema)
+        self._check = validator.validate_python
+
+    def validate(self, arguments: RawArguments) -> dict[str, Any]:
+        if type(arguments) is str:  # the common case, read inline (as _read does)
+            try:
+                parsed = _from_json(
+                    arguments.encode(),
+                    catch_duplicate_keys=True,
+                    allow_inf_nan=False,
+                    cache_mode=False,
+                )
+            except (ValueError, UnicodeEncodeError):
+                parsed = self.read(arguments)[0]  # explains the error (or reads "")
+            else:
+                if type(parsed) is not dict:
+                    raise self._fail("arguments must be a JSON object", "object_type")
+        else:
+            parsed = self.read(arguments)[0]
+        try:
+            result: dict[str, Any] = self._check(parsed)
+        except ValidationError as error:
+            return self._after_failure(parsed, error)[0]
+        return result
+
+    def _validate_parsed(self, parsed: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self._check(parsed)
+        return result
 
 
 class JsonSchemaArgumentValidator(ArgumentValidator):
@@ -167,46 +301,50 @@ class JsonSchemaArgumentValidator(ArgumentValidator):
 
     def __init__(self, tool: str, schema: Mapping[str, Any]) -> None:
         super().__init__(tool)
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        self._validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+        self._validator = _schema_validator(schema)
 
     def validate(self, arguments: RawArguments) -> dict[str, Any]:
-        data = self._as_json(arguments)
-        try:
-            parsed = json.loads(data)
-        except ValueError as exc:
-            raise self._fail("$", f"invalid JSON: {exc}", "json_invalid") from None
-        if not isinstance(parsed, dict):
-            raise self._fail("$", "arguments must be a JSON object", "object_type")
-        errors = sorted(self._validator.iter_errors(parsed), key=lambda e: list(e.absolute_path))
-        if errors:
-            problems = [
-                ArgumentProblem(json_path(list(e.absolute_path)), e.message, str(e.validator))
-                for e in errors
-            ]
-            raise InvalidArgumentsError(self.tool, problems)
+        parsed, _ = self.read(arguments)
+        _check_schema(self._validator, self.tool, parsed)
         return parsed
 
 
+def _schema_validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=FORMAT_CHECKER)
+
+
+def _check_schema(validator: jsonschema.protocols.Validator, tool: str, value: Any) -> None:
+    """Raise :class:`InvalidArgumentsError` for the first problems ``validator`` finds."""
+    try:
+        errors = list(validator.iter_errors(value))
+    except RecursionError:
+        raise InvalidArgumentsError(
+            tool, [ArgumentProblem("$", "arguments nest too deeply to check", "json_too_deep")]
+        ) from None
+    if not errors:
+        return
+    errors.sort(key=lambda e: [str(step) for step in e.absolute_path])
+    problems = [
+        ArgumentProblem(
+            json_path(list(e.absolute_path)), clip(e.message, _MAX_MESSAGE), str(e.validator)
+        )
+        for e in errors[:MAX_LISTED]
+    ]
+    raise InvalidArgumentsError(tool, problems, total=len(errors))
+
+
 def json_path(steps: list[Any] | tuple[Any, ...]) -> str:
-    """``['items', 2, 'name']`` -> ``$.items[2].name``."""
+    """``['items', 2, 'name']`` -> ``$.items[2].name`` (long keys are shortened)."""
     out = "$"
     for step in steps:
         if isinstance(step, int):
             out += f"[{step}]"
-        elif isinstance(step, str) and step.isidentifier():
+        elif isinstance(step, str) and step.isidentifier() and len(step) <= _MAX_STEP:
             out += f".{step}"
         else:
-            out += f"[{json.dumps(str(step))}]"
+            out += f"[{clip(json.dumps(str(step)), _MAX_STEP)}]"
     return out
-
-
-def _loads_object(data: str | bytes | bytearray) -> dict[str, Any] | None:
-    try:
-        parsed = json.loads(data)
-    except ValueError:
-        return None
-    return parsed if isinstance(parsed, dict) else None
 
 
 def _data_steps(data: Any, loc: tuple[Any, ...]) -> list[Any]:
@@ -231,27 +369,41 @@ def _data_steps(data: Any, loc: tuple[Any, ...]) -> list[Any]:
 def _repair(
     data: dict[str, Any], errors: list[Any], schema: Mapping[str, Any]
 ) -> dict[str, Any] | None:
-    """Apply the two JSON-equivalence repairs to a copy; None when neither applies."""
-    nulls = [
-        steps
-        for err in errors
-        if err.get("input", 0) is None and err["type"] not in _EXTRA_TYPES
-        for steps in [_data_steps(data, err["loc"])]
-        if _is_optional_property(schema, steps)
-    ]
-    floats = any(
-        isinstance(err.get("input"), float) and err["input"].is_integer() for err in errors
-    )
-    if not nulls and not floats:
+    """A copy of ``data`` with the two JSON-equivalence repairs applied where the schema
+    calls for them (integral floats where an integer is expected, nulls for optional
+    properties); None when neither applies."""
+    integers, nulls = [], []
+    for err in errors:
+        value = err.get("input", 0)
+        if err["type"] in _INT_TYPES and isinstance(value, float) and value.is_integer():
+            integers.append(_data_steps(data, err["loc"]))
+        elif value is None and err["type"] not in _EXTRA_TYPES:
+            steps = _data_steps(data, err["loc"])
+            if _is_optional_property(schema, steps):
+                nulls.append(steps)
+    if not integers and not nulls:
         return None
-    fixed: dict[str, Any] = _copy_json(data, floats)
+    fixed: dict[str, Any] = _copy_json(data)
+    for steps in integers:
+        parent, last = _parent(fixed, steps)
+        value = parent[last] if parent is not None else None
+        if isinstance(value, float) and value.is_integer():
+            parent[last] = int(value)
     for steps in nulls:
-        parent: Any = fixed
-        for step in steps[:-1]:
-            parent = parent[step]
-        if steps and isinstance(parent, dict) and parent.get(steps[-1], 0) is None:
-            del parent[steps[-1]]
+        parent, last = _parent(fixed, steps)
+        if isinstance(parent, dict) and parent.get(last, 0) is None:
+            del parent[last]
     return fixed
+
+
+def _parent(data: Any, steps: list[Any]) -> tuple[Any, Any]:
+    """The container holding the value at ``steps``, and its key or index there."""
+    if not steps:
+        return None, None
+    node = data
+    for step in steps[:-1]:
+        node = node[step]
+    return node, steps[-1]
 
 
 def _is_optional_property(schema: Mapping[str, Any], steps: list[Any]) -> bool:
@@ -293,11 +445,9 @@ def _branches(nodes: list[Mapping[str, Any]], defs: Mapping[str, Any]) -> list[M
     return out
 
 
-def _copy_json(value: Any, integral_floats_to_ints: bool) -> Any:
-    if integral_floats_to_ints and isinstance(value, float) and value.is_integer():
-        return int(value)
+def _copy_json(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _copy_json(v, integral_floats_to_ints) for k, v in value.items()}
+        return {k: _copy_json(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_copy_json(v, integral_floats_to_ints) for v in value]
+        return [_copy_json(v) for v in value]
     return value

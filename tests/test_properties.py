@@ -7,13 +7,17 @@ properties as nullable), so the comparison drops such nulls first.
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
+import pathlib
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import jsonschema
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from typezoo import Color, Level, Options, Person, Point, Reading
 
@@ -114,6 +118,10 @@ def from_schema(schema: Mapping[str, Any]) -> st.SearchStrategy[Any]:
         return st.tuples(*[from_schema(item) for item in schema["prefixItems"]]).map(list)
     if kind == "array":
         return st.lists(from_schema(schema.get("items", {})), max_size=4)
+    if kind == "string" and schema.get("format") in FORMAT_VALUES:
+        return FORMAT_VALUES[schema["format"]]
+    if kind == "string" and "pattern" in schema:
+        return st.from_regex(schema["pattern"], fullmatch=True)
     scalars: dict[str, st.SearchStrategy[Any]] = {
         "string": st.text(max_size=5),
         "integer": st.integers(min_value=-(2**63), max_value=2**63),
@@ -124,6 +132,16 @@ def from_schema(schema: Mapping[str, Any]) -> st.SearchStrategy[Any]:
     return scalars[kind] if isinstance(kind, str) else JSON_VALUES
 
 
+FORMAT_VALUES: dict[str, st.SearchStrategy[str]] = {
+    "date-time": st.datetimes(timezones=st.just(datetime.timezone.utc)).map(
+        lambda d: d.isoformat()
+    ),
+    "date": st.dates().map(lambda d: d.isoformat()),
+    "time": st.times(timezones=st.just(datetime.timezone.utc)).map(lambda t: t.isoformat()),
+    "uuid": st.uuids().map(str),
+    "duration": st.from_regex(r"\AP([0-9]{1,3}Y)?([0-9]{1,3}M)?([0-9]{1,3}D)?T[0-9]{1,3}H\Z"),
+    "path": st.text(max_size=5),
+}
 JSON_SCALARS = (
     st.none()
     | st.booleans()
@@ -234,3 +252,77 @@ def test_every_instance_of_the_strict_schema_is_accepted(name: str, data: st.Dat
     assert strict is not None
     value = data.draw(from_schema(strict))
     assert accepts(definition, value), value
+
+
+# --- Any and dict positions, formats, repairs -------------------------------------------------
+
+
+def s_any(payload: Any, mapping: dict[str, Any], items: list[Any] = [], count: int = 0) -> None:  # noqa: B006
+    """Free-form positions next to an integer one."""
+
+
+def s_formats(
+    when: datetime.datetime,
+    day: datetime.date,
+    at: datetime.time,
+    ident: uuid.UUID,
+    span: datetime.timedelta,
+    amount: decimal.Decimal,
+    where: pathlib.Path,
+) -> None:
+    """Every format-bearing type."""
+
+
+FREE = ToolDefinition.from_function(tool(s_any))
+FORMATS = ToolDefinition.from_function(tool(s_formats))
+FLOATY = st.recursive(
+    st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from([1.0, -2.0, 0.0, 1e20])
+    | JSON_SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@given(
+    payload=FLOATY,
+    mapping=st.dictionaries(st.text(max_size=3), FLOATY, max_size=3),
+    items=st.lists(FLOATY, max_size=3),
+    count=st.integers(-5, 5) | st.sampled_from([2.0, -3.0]),
+)
+def test_values_at_free_form_positions_reach_the_tool_unchanged(
+    payload: Any, mapping: dict[str, Any], items: list[Any], count: Any
+) -> None:
+    arguments = {"payload": payload, "mapping": mapping, "items": items, "count": count}
+    for raw in (arguments, json.dumps(arguments)):
+        got = FREE.validate(raw)
+        assert json.dumps(got["payload"]) == json.dumps(payload)  # 1.0 stays 1.0, never 1
+        assert json.dumps(got["mapping"]) == json.dumps(mapping)
+        assert json.dumps(got["items"]) == json.dumps(items)
+        assert got["count"] == count
+        assert type(got["count"]) is int  # repaired: 2.0 is an integer
+
+
+@given(data=st.data())
+def test_every_instance_of_a_schema_with_formats_is_accepted(data: st.DataObject) -> None:
+    value = data.draw(from_schema(thaw(FORMATS.input_schema)))
+    assert accepts(FORMATS, value), value
+
+
+FORMAT_CHECKED = jsonschema.Draft202012Validator(
+    FORMATS.input_schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+)
+
+
+@given(data=st.data())
+def test_arbitrary_values_at_format_positions_agree_with_the_schema(data: st.DataObject) -> None:
+    value = data.draw(from_schema(thaw(FORMATS.input_schema)))
+    name = data.draw(st.sampled_from(sorted(value)))
+    value[name] = data.draw(
+        st.text(alphabet="0123456789-:TZtz+. PYMWDHSe", max_size=25) | JSON_SCALARS
+    )
+    # Python's re lets "$" match before a final newline; the schema's regex dialect does not
+    assume(not (isinstance(value[name], str) and value[name].endswith("\n")))
+    assert accepts(FORMATS, value) is FORMAT_CHECKED.is_valid(value), value

@@ -13,6 +13,8 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, Field
 from typing_extensions import NotRequired, TypedDict
 
+from agenthost._formats import DECIMAL_PATTERN
+
 
 class Color(enum.Enum):
     """A primary colour."""
@@ -182,7 +184,7 @@ ZOO: dict[str, tuple[Any, dict[str, Any], list[Any], list[Any]]] = {
     "path": (pathlib.Path, {"type": "string", "format": "path"}, ["/tmp/x", "rel/y"], [1, None]),
     "decimal": (
         decimal.Decimal,
-        {"anyOf": [{"type": "number"}, {"type": "string"}]},
+        {"anyOf": [{"type": "number"}, {"type": "string", "pattern": DECIMAL_PATTERN}]},
         [1.5, "1.50", 2],
         ["abc", None, True],
     ),
