@@ -22,17 +22,17 @@ __all__ = ["PROVIDERS", "Finding", "NAME_RULES", "check_compatibility"]
 Provider = Literal["openai", "anthropic", "gemini", "mcp"]
 PROVIDERS: tuple[Provider, ...] = ("openai", "anthropic", "gemini", "mcp")
 
-# Tool-name rules as each provider documents them.
+# Tool-name rules as each provider documents them, each matched against the whole name.
 NAME_RULES: dict[Provider, tuple[re.Pattern[str], str]] = {
-    "openai": (re.compile(r"^[a-zA-Z0-9_-]{1,64}$"), "1-64 of a-z A-Z 0-9 _ -"),
-    "anthropic": (re.compile(r"^[a-zA-Z0-9_-]{1,64}$"), "1-64 of a-z A-Z 0-9 _ -"),
+    "openai": (re.compile(r"[a-zA-Z0-9_-]{1,64}"), "1-64 of a-z A-Z 0-9 _ -"),
+    "anthropic": (re.compile(r"[a-zA-Z0-9_-]{1,64}"), "1-64 of a-z A-Z 0-9 _ -"),
     "gemini": (
-        re.compile(r"^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$"),
+        re.compile(r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}"),
         "start with a letter or '_', then a-z A-Z 0-9 _ . : -, at most 64",
     ),
-    "mcp": (re.compile(r"^[a-zA-Z0-9_.-]{1,128}$"), "1-128 of a-z A-Z 0-9 _ . -"),
+    "mcp": (re.compile(r"[a-zA-Z0-9_.-]{1,128}"), "1-128 of a-z A-Z 0-9 _ . -"),
 }
-_GEMINI_PARAMETER = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}$")
+_GEMINI_PARAMETER = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]{0,63}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +72,7 @@ def check_compatibility(
         if provider not in wanted:
             continue
         pattern, rule = NAME_RULES[provider]
-        if not pattern.match(definition.name):
+        if not pattern.fullmatch(definition.name):
             add(provider, [("error", f"name {definition.name!r} breaks the rule: {rule}")])
         if provider == "openai":
             add(provider, strict_schema(definition.input_schema)[1])
@@ -85,7 +85,7 @@ def check_compatibility(
 def _gemini_notes(definition: ToolDefinition) -> list[Note]:
     notes: list[Note] = []
     for name in definition.input_schema.get("properties") or {}:
-        if not _GEMINI_PARAMETER.match(name):
+        if not _GEMINI_PARAMETER.fullmatch(name):
             notes.append(
                 ("error", f"parameter name {name!r} must match {_GEMINI_PARAMETER.pattern}")
             )

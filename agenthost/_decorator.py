@@ -111,6 +111,6 @@ def tool_options(obj: object) -> ToolOptions | None:
     """The options ``@tool`` attached to ``obj``, or None if it is not a tool."""
     try:
         options = getattr(obj, TOOL_ATTRIBUTE, None)
-    except Exception:  # noqa: BLE001 - a plugin object with a hostile __getattr__
+    except BaseException:  # noqa: BLE001 - a plugin object with a hostile __getattr__
         return None
     return options if isinstance(options, ToolOptions) else None

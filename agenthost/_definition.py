@@ -35,12 +35,13 @@ from agenthost._validation import (
     JsonSchemaArgumentValidator,
     PydanticArgumentValidator,
     RawArguments,
+    SimpleArgumentValidator,
 )
 
 __all__ = ["NAME_PATTERN", "ToolDefinition", "ToolHints"]
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_PERMISSION_PATTERN = re.compile(r"^[A-Za-z0-9_.:*-]+$")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")  # matched as a whole (fullmatch)
+_PERMISSION_PATTERN = re.compile(r"[A-Za-z0-9_.:*-]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,8 @@ class ToolDefinition:
 
     ``timeout`` is None when the tool leaves it to the host default and
     ``math.inf`` when the author turned it off (``@tool(timeout=False)``).
+    ``warnings`` are things the author may want to fix that did not stop the
+    tool from being defined (a docstring naming a missing parameter, ...).
     """
 
     name: str
@@ -80,6 +83,7 @@ class ToolDefinition:
     retries: int = 0
     file: str | None = None
     line: int | None = None
+    warnings: tuple[str, ...] = ()
     _exports: dict[tuple[str, bool], Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -125,7 +129,7 @@ class ToolDefinition:
             if hand_schema
             else _signature_input(name, signature, problems)
         )
-        output = build_output(signature.returns, signature.kind, problems)
+        output = build_output(signature.returns, signature.kind, signature.warnings)
         if built is not None:
             _check_examples(options.examples, built[1], problems)
         if problems:
@@ -154,6 +158,7 @@ class ToolDefinition:
             context_parameter=signature.context_parameter,
             file=file,
             line=line,
+            warnings=tuple(signature.warnings),
             **checked,
         )
 
@@ -256,7 +261,7 @@ def _check_options(
                 + (f"; did you mean '{hint}'?" if hint else "; see help(agenthost.tool)")
             )
         )
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         problems.append(
             DefinitionProblem(
                 f"tool name {name!r} is invalid: use 1-64 letters, digits, '_' or '-' "
@@ -265,7 +270,7 @@ def _check_options(
         )
     permissions = _strings(options.permissions, "permissions", problems)
     for permission in sorted(permissions):
-        if not _PERMISSION_PATTERN.match(permission):
+        if not _PERMISSION_PATTERN.fullmatch(permission):
             problems.append(
                 DefinitionProblem(
                     f"permission {permission!r} is invalid: use letters, digits and . _ : * -, "
@@ -391,8 +396,10 @@ def _signature_input(
     built = build_input(name, signature.parameters, problems)
     if built is None:
         return None
-    schema = freeze(built[0])
-    return schema, PydanticArgumentValidator(name, built[1], schema)
+    schema = freeze(built.schema)
+    if built.python:
+        return schema, SimpleArgumentValidator(name, built.validator, schema)
+    return schema, PydanticArgumentValidator(name, built.validator, schema, recheck=built.recheck)
 
 
 def _check_schema(schema: Any, what: str, problems: list[DefinitionProblem]) -> bool:

@@ -8,7 +8,9 @@ stand-in yields both the JSON Schema and a validator whose result is the
 keyword-argument dict itself.
 
 Every problem found is collected, never raised one at a time, so an author
-sees everything wrong with a tool in one go.
+sees everything wrong with a tool in one go. What peers accept but a careful
+author would want to hear about (a docstring naming a parameter the function
+lacks, a return type without a JSON form) is a warning, not a problem.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import dataclasses
 import enum
 import functools
 import inspect
+import itertools
 import json
 import re
 import textwrap
@@ -26,19 +29,21 @@ import typing
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal, NamedTuple, cast
 
 import docstring_parser
 import pydantic_core
 import typing_extensions
-from pydantic import BaseModel, Field, PydanticUserError, TypeAdapter
+from pydantic import BaseModel, Field, PydanticUserError, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
-from pydantic_core import PydanticCustomError, SchemaValidator, core_schema
+from pydantic_core import CoreConfig, PydanticCustomError, PydanticUndefined, SchemaValidator
+from pydantic_core import core_schema as cs
 
 from agenthost._context import ToolContext
 from agenthost._errors import DefinitionProblem
 from agenthost._fastpath import simple_schema
+from agenthost._formats import CHECKS, DECIMAL_PATTERN, DURATION_PATTERN, MESSAGES, url_pattern
 from agenthost._schema import canonicalize
 
 __all__ = ["Signature", "ToolKind", "analyse", "build_input", "build_output", "source_of"]
@@ -67,6 +72,36 @@ class _SchemaGenerator(GenerateJsonSchema):
     def sort(self, value: Any, parent_key: str | None = None) -> Any:
         return value
 
+    # Attribute docstrings describe the properties of models, dataclasses and TypedDicts.
+    def model_schema(self, schema: Any) -> Any:
+        return _with_attribute_docs(super().model_schema(schema), schema.get("cls"))
+
+    def dataclass_schema(self, schema: Any) -> Any:
+        return _with_attribute_docs(super().dataclass_schema(schema), schema.get("cls"))
+
+    def typed_dict_schema(self, schema: Any) -> Any:
+        return _with_attribute_docs(super().typed_dict_schema(schema), schema.get("cls"))
+
+    # What the validator requires beyond the format, published as a pattern (see _formats).
+    def url_schema(self, schema: Any) -> Any:
+        out = super().url_schema(schema)
+        if self.mode == "validation":
+            out["pattern"] = url_pattern(schema.get("allowed_schemes"))
+        return out
+
+    def timedelta_schema(self, schema: Any) -> Any:
+        out = super().timedelta_schema(schema)
+        if self.mode == "validation" and out.get("format") == "duration":
+            out["pattern"] = DURATION_PATTERN
+        return out
+
+    def decimal_schema(self, schema: Any) -> Any:
+        out = super().decimal_schema(schema)
+        for branch in out.get("anyOf", ()) if self.mode == "validation" else ():
+            if branch.get("type") == "string":
+                branch["pattern"] = DECIMAL_PATTERN
+        return out
+
 
 class _MethodsOnDemand(dict[str, Any]):
     def __init__(self, owner: weakref.ref[GenerateJsonSchema]) -> None:
@@ -89,6 +124,7 @@ class Signature:
     kind: ToolKind = "sync"
     summary: str = ""
     returns: Any = _EMPTY
+    warnings: list[str] = field(default_factory=list)
 
 
 def source_of(fn: Callable[..., Any]) -> tuple[Any, str | None, int | None]:
@@ -133,11 +169,9 @@ def analyse(
     names = {p.name for p in signature.parameters.values()}
     for documented in docs.params:
         if documented not in names:
-            problems.append(
-                DefinitionProblem(
-                    f"the docstring documents a parameter '{documented}' that the function does "
-                    "not have; rename or remove it"
-                )
+            result.warnings.append(
+                f"the docstring documents a parameter '{documented}' that the function does "
+                "not have; rename or remove it"
             )
     return result
 
@@ -202,7 +236,7 @@ class _Docstring:
 
 
 def _parse_docstring(target: Any, problems: list[DefinitionProblem]) -> _Docstring:
-    doc = inspect.getdoc(target)
+    doc = _docstring(target)
     if not doc:
         return _Docstring()
     style = _docstring_style(doc)
@@ -237,6 +271,30 @@ _STYLE_MARKERS = (
     (r"^\s*@(param|return|raise)", "EPYDOC"),
 )
 _STYLES = [(re.compile(p, re.M), docstring_parser.DocstringStyle[s]) for p, s in _STYLE_MARKERS]
+
+
+def _docstring(target: Any) -> str | None:
+    """The cleaned docstring, made parseable when it opens with a section (``Args:``)."""
+    doc = inspect.getdoc(target)
+    if not doc:
+        return doc
+    first, _, rest = doc.partition("\n")
+    if not _SECTION.fullmatch(first.strip()):
+        return doc
+    raw = (getattr(target, "__doc__", None) or "").expandtabs()
+    opening, _, after = raw.partition("\n")
+    if opening.strip():  # the section starts on the quotes' line: cleandoc lost its indent
+        lines = textwrap.dedent(after).strip("\n").splitlines()
+        if lines and not lines[0][:1].isspace():
+            lines = [
+                line if not line or _SECTION.fullmatch(line.strip()) else "    " + line
+                for line in lines
+            ]
+        rest = "\n".join(lines)
+    return f"\n{first.strip()}\n{rest}"  # docstring_parser wants a summary line first
+
+
+_SECTION = re.compile(rf"(?:{_GOOGLE_SECTIONS})\s*:")
 
 
 def _docstring_style(doc: str) -> docstring_parser.DocstringStyle | None:
@@ -285,6 +343,10 @@ def _add_parameter(
     annotation = hints.get(name, _EMPTY)
     if annotation is _UNRESOLVED:
         return
+    if isinstance(param.default, FieldInfo):  # `x: T = Field(...)`, read as Annotated[T, Field]
+        if annotation is not _EMPTY:
+            annotation = Annotated[annotation, param.default]
+        param = param.replace(default=_EMPTY)
     if _is_context(annotation):
         if result.context_parameter is not None:
             problem(f"a second ToolContext parameter; '{result.context_parameter}' already gets it")
@@ -302,9 +364,10 @@ def _add_parameter(
     before = len(problems)
     for message in _type_problems(annotation):
         problem(message)
-    annotation = _with_description(annotation, documented.get(name), problem)
-    if param.default is not _EMPTY:
-        _check_default(param.default, annotation, problem)
+    annotation = _with_description(name, annotation, documented.get(name), result.warnings)
+    default = _field_default(annotation) if param.default is _EMPTY else param.default
+    if default is not _EMPTY:
+        _check_default(default, annotation, problem)
     if len(problems) == before:  # a parameter already at fault is not described twice
         result.parameters.append(
             param.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=annotation)
@@ -369,26 +432,46 @@ def _is_string_key(key: Any) -> bool:
 
 
 def _field_description(annotation: Any) -> str | None:
+    """The description an annotation carries: ``Field(description=...)``, else a string."""
     if typing.get_origin(annotation) is not Annotated:
         return None
-    for meta in reversed(annotation.__metadata__):
+    metadata = annotation.__metadata__
+    for meta in reversed(metadata):
         if isinstance(meta, FieldInfo) and meta.description:
             return meta.description
-    return None
+    texts = [meta for meta in metadata if isinstance(meta, str)]
+    return texts[-1] if texts else None
+
+
+def _field_default(annotation: Any) -> Any:
+    """The default a ``Field`` inside ``Annotated`` gives (``_EMPTY`` if none, or a factory)."""
+    if typing.get_origin(annotation) is Annotated:
+        for meta in reversed(annotation.__metadata__):
+            if isinstance(meta, FieldInfo) and meta.default is not PydanticUndefined:
+                return meta.default
+    return _EMPTY
 
 
 def _with_description(
-    annotation: Any, from_docstring: str | None, problem: Callable[[str], None]
+    name: str, annotation: Any, from_docstring: str | None, warnings: list[str]
 ) -> Any:
-    from_field = _field_description(annotation)
-    if from_docstring and from_field and _one_line(from_field) != from_docstring:
-        problem(
-            f"two different descriptions: {from_field!r} in Field(...) and "
-            f"{from_docstring!r} in the docstring; keep one"
+    """``annotation`` with the parameter's description where pydantic will publish it."""
+    from_annotation = _field_description(annotation)
+    if from_docstring and from_annotation and _one_line(from_annotation) != from_docstring:
+        warnings.append(
+            f"parameter '{name}': two different descriptions, {from_annotation!r} in the "
+            f"annotation and {from_docstring!r} in the docstring; the annotation's is used"
         )
-    if from_docstring and not from_field:
-        return Annotated[annotation, Field(description=from_docstring)]
+    text = from_annotation or from_docstring
+    if text and not _has_field_description(annotation):
+        return Annotated[annotation, Field(description=text)]
     return annotation
+
+
+def _has_field_description(annotation: Any) -> bool:
+    return typing.get_origin(annotation) is Annotated and any(
+        isinstance(meta, FieldInfo) and meta.description for meta in annotation.__metadata__
+    )
 
 
 _JSON_SCALARS = frozenset({str, int, float, bool})
@@ -420,13 +503,22 @@ def _type_name(annotation: Any) -> str:
     return re.sub(r"\b(typing|collections\.abc|builtins)\.", "", repr(annotation))
 
 
+class Built(NamedTuple):
+    """An input schema and the validator that accepts exactly what it says."""
+
+    schema: dict[str, Any]
+    validator: SchemaValidator
+    python: bool  # the validator takes the parsed JSON value (else the JSON text)
+    recheck: bool = False  # some positions need the schema itself checked (see _guarded)
+
+
 def build_input(
     name: str,
     parameters: list[inspect.Parameter],
     problems: list[DefinitionProblem],
     *,
     fast: bool = True,
-) -> tuple[dict[str, Any], SchemaValidator] | None:
+) -> Built | None:
     """The canonical input schema and compiled validator, or None after adding problems."""
     if fast:
         built = _build_simple(parameters)
@@ -446,23 +538,22 @@ def build_input(
         _diagnose(parameters, exc, problems)
         return None
     schema.setdefault("properties", {})
-    validator = adapter.validator
-    if _has_number_or_bool_choices(schema):
-        validator = SchemaValidator(_guard_choices(adapter.core_schema))
-    return canonicalize(schema), validator  # type: ignore[return-value]
+    hidden = [False]
+    guarded, changed = _guarded(adapter.core_schema, hidden)
+    validator = SchemaValidator(guarded) if changed else adapter.validator
+    return Built(canonicalize(schema), validator, False, hidden[0])  # type: ignore[arg-type]
 
 
-def _collect_arguments(**kwargs: Any) -> dict[str, Any]:
-    return kwargs
+def _build_simple(parameters: list[inspect.Parameter]) -> Built | None:
+    """The fast path for signatures made only of simple types (see ``_fastpath``).
 
-
-def _build_simple(
-    parameters: list[inspect.Parameter],
-) -> tuple[dict[str, Any], SchemaValidator] | None:
-    """The fast path for signatures made only of simple types (see ``_fastpath``)."""
+    The validator is a strict typed dict over the parsed JSON object: for these
+    types strict Python validation of a JSON value decides exactly as strict
+    JSON validation does, and skips parsing the text a second time.
+    """
     properties: dict[str, Any] = {}
     required: list[str] = []
-    arguments = []
+    fields: dict[str, cs.TypedDictField] = {}
     for param in parameters:
         found = simple_schema(param.annotation, _same_json_kind)
         if found is None:
@@ -472,47 +563,129 @@ def _build_simple(
             required.append(param.name)
         else:
             schema = {**schema, "default": pydantic_core.to_jsonable_python(param.default)}
-            core = core_schema.with_default_schema(core, default=param.default)
+            core = cs.with_default_schema(core, default=param.default)
         properties[param.name] = schema
-        arguments.append(core_schema.arguments_parameter(param.name, core, mode="keyword_only"))
+        fields[param.name] = cs.typed_dict_field(core, required=param.default is _EMPTY)
     root: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         root["required"] = required
     root["additionalProperties"] = False
-    call = core_schema.call_schema(core_schema.arguments_schema(arguments), _collect_arguments)
-    return root, SchemaValidator(call)
+    strict = CoreConfig(strict=True)  # on the schema itself: a typed dict's own config wins
+    core_schema = cs.typed_dict_schema(fields, extra_behavior="forbid", config=strict)
+    return Built(root, SchemaValidator(core_schema), True)
 
 
-def _has_number_or_bool_choices(node: Any) -> bool:
-    if isinstance(node, dict):
-        choices = node.get("enum", [node["const"]] if "const" in node else [])
-        if any(isinstance(v, int | float) for v in choices):
-            return True
-        return any(_has_number_or_bool_choices(v) for v in node.values())
-    if isinstance(node, list):
-        return any(_has_number_or_bool_choices(v) for v in node)
-    return False
-
-
-def _guard_choices(node: Any) -> Any:
-    """Copy of a core schema whose literal and enum choices tell ``true`` from ``1``.
+def _guarded(node: Any, hidden: list[bool]) -> tuple[Any, bool]:
+    """A copy of a core schema that accepts exactly what its JSON Schema publishes, and
+    whether anything changed.
 
     pydantic matches choices by Python equality, so ``true`` would pass as
-    ``Literal[1]`` or an ``IntEnum`` member; JSON Schema's ``enum`` does not.
+    ``Literal[1]`` or an ``IntEnum`` member, which JSON Schema's ``enum`` refuses;
+    and it parses more string forms than the formats it publishes (see ``_formats``).
+    pydantic-core validates a complete model (or pydantic dataclass) with the
+    class's own prebuilt validator, whatever schema it is given: when a guard is
+    needed inside one, ``hidden[0]`` is set and the caller checks another way.
     """
     if isinstance(node, list):
-        return [_guard_choices(item) for item in node]
+        items = [_guarded(item, hidden) for item in node]
+        return [item for item, _ in items], any(changed for _, changed in items)
     if not isinstance(node, dict):
-        return node
-    copied = {key: _guard_choices(value) for key, value in node.items()}
-    if copied.get("type") == "literal":
-        choices = list(copied["expected"])
-    elif copied.get("type") == "enum":
-        choices = [member.value for member in copied["members"]]
-    else:
-        return copied
+        return node, False
+    if _prebuilt(node):
+        hidden[0] = hidden[0] or _needs_guard(node.get("schema"))
+        return node, False
+    copied: dict[str, Any] = {}
+    changed = False
+    for key, value in node.items():
+        copied[key], inner = _guarded(value, hidden)
+        changed |= inner
+    kind = copied.get("type")
+    if kind == "float" and "allow_inf_nan" not in copied:  # 1e400 would arrive as inf
+        copied["allow_inf_nan"] = False
+        changed = True
+    if kind in _FORMATS:
+        return _format_checked(copied, _FORMATS[kind]), True
+    choices = _numeric_choices(copied)
+    if choices is None:
+        return copied, changed
     ref = copied.pop("ref", None)
-    return core_schema.no_info_before_validator_function(_same_json_kind(choices), copied, ref=ref)
+    guard = cs.no_info_before_validator_function(_same_json_kind(choices), copied, ref=ref)
+    return guard, True
+
+
+def _numeric_choices(node: dict[str, Any]) -> list[Any] | None:
+    """The choices of a literal or enum that has number or boolean choices."""
+    kind = node.get("type")
+    if kind == "literal":
+        choices = list(node["expected"])
+    elif kind == "enum":
+        choices = [member.value for member in node["members"]]
+    else:
+        return None
+    return choices if any(isinstance(c, int | float) for c in choices) else None
+
+
+def _needs_guard(node: Any) -> bool:
+    if isinstance(node, list):
+        return any(_needs_guard(item) for item in node)
+    if not isinstance(node, dict):
+        return False
+    if node.get("type") in _FORMATS or _numeric_choices(node) is not None:
+        return True
+    return any(_needs_guard(value) for value in node.values())
+
+
+def _prebuilt(node: dict[str, Any]) -> bool:
+    """Whether pydantic-core will validate ``node`` with its class's own validator."""
+    if node.get("type") not in ("model", "dataclass") or "generic_origin" in node:
+        return False
+    cls = node.get("cls")
+    namespace = getattr(cls, "__dict__", {})
+    return bool(namespace.get("__pydantic_complete__")) and "__pydantic_validator__" in namespace
+
+
+_FORMATS = {
+    "uuid": "uuid",
+    "datetime": "date-time",
+    "date": "date",
+    "time": "time",
+    "timedelta": "duration",
+    "url": "uri",
+    "multi-host-url": "uri",
+    "decimal": "decimal",
+}
+
+
+def _format_checked(node: dict[str, Any], name: str) -> Any:
+    """``node`` as: a strict JSON string (or number, for decimals) in the published format,
+    then parsed by a validator of ``node`` alone. Dates, times, UUIDs and decimals are
+    parsed leniently there, since the value is Python text by then, which strict mode
+    would refuse; URLs keep strict URL syntax and the pattern their schema publishes."""
+    ref = node.pop("ref", None)
+    url = name == "uri"
+    parse = SchemaValidator({**node, "strict": url})
+    check, expected = CHECKS[name], MESSAGES[name]
+    pattern = re.compile(url_pattern(node.get("allowed_schemes"))) if url else None
+
+    def checked(value: Any) -> Any:
+        if isinstance(value, str) and not (
+            check(value) and (pattern is None or pattern.search(value))
+        ):
+            raise PydanticCustomError(
+                "format_error", "Input should be {expected}", {"expected": expected}
+            )
+        try:
+            return parse.validate_python(value)
+        except ValidationError as error:
+            first = error.errors(include_url=False)[0]
+            raise PydanticCustomError(
+                first["type"], "{message}", {"message": first["msg"]}
+            ) from None
+
+    accepted: Any = cs.str_schema()
+    if name == "decimal":
+        accepted = cs.union_schema([cs.int_schema(), cs.float_schema(), cs.str_schema()])
+    return cs.chain_schema([accepted, cs.no_info_plain_validator_function(checked)], ref=ref)
 
 
 def _same_json_kind(choices: list[Any]) -> Callable[[Any], Any]:
@@ -580,10 +753,12 @@ def _plain_class(annotation: Any) -> type | None:
     return None
 
 
-def build_output(
-    returns: Any, kind: ToolKind, problems: list[DefinitionProblem]
-) -> dict[str, Any] | None:
-    """The output schema of the return type; non-objects are wrapped as ``{"result": ...}``."""
+def build_output(returns: Any, kind: ToolKind, warnings: list[str]) -> dict[str, Any] | None:
+    """The output schema of the return type; non-objects are wrapped as ``{"result": ...}``.
+
+    A return type without a JSON form leaves the tool without an output schema
+    (its results are still rendered as text) and adds a warning.
+    """
     if returns is _EMPTY or returns is _UNRESOLVED or returns in _NONE_TYPES or returns is Any:
         return None
     if kind in ("generator", "async_generator"):
@@ -595,18 +770,56 @@ def build_output(
             raw = TypeAdapter(returns).json_schema(
                 mode="serialization", schema_generator=_SchemaGenerator
             )
-        except Exception as exc:  # noqa: BLE001 - reported as a problem
-            problems.append(
-                DefinitionProblem(
-                    f"the return annotation: {_explain_type_error(returns, exc)}; "
-                    "annotate a JSON-compatible type or remove the annotation"
-                )
+        except Exception as exc:  # noqa: BLE001 - reported as a warning
+            reason = _explain_type_error(returns, exc).split(";")[0]
+            warnings.append(
+                f"the return annotation cannot be described as JSON ({reason}); "
+                "the tool has no output schema"
             )
             return None
         schema = canonicalize(raw)
     if schema.get("type") == "object":
         return schema
     return {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+
+
+def _with_attribute_docs(schema: Any, cls: Any) -> Any:
+    """``schema`` with each undescribed property described by its attribute docstring."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not properties or not inspect.isclass(cls):
+        return schema
+    for name, text in attribute_docs(cls).items():
+        prop = properties.get(name)
+        if isinstance(prop, dict) and "description" not in prop:
+            prop["description"] = text
+    return schema
+
+
+def attribute_docs(cls: type) -> dict[str, str]:
+    """``{attribute: docstring}`` from the string literals that follow annotated attributes
+    in the class bodies of ``cls`` and its bases (the convention PEP 257 names)."""
+    found: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if klass.__module__ in ("builtins", "typing", "typing_extensions", "pydantic.main"):
+            continue
+        try:
+            source = textwrap.dedent(inspect.getsource(klass))
+            body = ast.parse(source).body
+        except (OSError, TypeError, SyntaxError, IndentationError):
+            continue
+        if not body or not isinstance(body[0], ast.ClassDef):
+            continue
+        statements = body[0].body
+        for node, after in itertools.pairwise(statements):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                found[node.target.id] = _one_line(inspect.cleandoc(after.value.value))
+    return found
 
 
 def parameter_lines(target: Any) -> dict[str, int]:

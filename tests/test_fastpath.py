@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import Field
-from pydantic_core import SchemaValidator, ValidationError
 
+from agenthost import InvalidArgumentsError, ToolDefinition, tool
 from agenthost._fastpath import simple_schema
-from agenthost._signature import build_input
+from agenthost._signature import Built, build_input
+from agenthost._validation import PydanticArgumentValidator, SimpleArgumentValidator
 
 SIMPLE: list[Any] = [
     str, int, float, bool, None, Any, list, dict,
@@ -36,11 +37,13 @@ def _parameters(annotation: Any, default: Any = inspect.Parameter.empty) -> list
     ]
 
 
-def _both(annotation: Any, default: Any) -> tuple[tuple[dict[str, Any], SchemaValidator], ...]:
+def _both(annotation: Any, default: Any) -> tuple[Built, Built]:
     fast = build_input("t", _parameters(annotation, default), [], fast=True)
     slow = build_input("t", _parameters(annotation, default), [], fast=False)
     assert fast is not None
     assert slow is not None
+    assert fast.python  # the fast validator reads the parsed JSON value
+    assert not slow.python
     return fast, slow
 
 
@@ -49,7 +52,8 @@ DEFAULTS = {str: "s", int: 3, float: 1.5, bool: True, list: [1], dict: {"k": 1}}
 
 @pytest.mark.parametrize("annotation", SIMPLE, ids=repr)
 def test_fast_path_schema_equals_pydantic_schema(annotation: Any) -> None:
-    (fast_schema, _), (slow_schema, _) = _both(annotation, DEFAULTS.get(annotation))
+    fast, slow = _both(annotation, DEFAULTS.get(annotation))
+    fast_schema, slow_schema = fast.schema, slow.schema
     assert fast_schema == slow_schema
     assert json.dumps(fast_schema, sort_keys=True) == json.dumps(slow_schema, sort_keys=True)
 
@@ -76,12 +80,46 @@ VALUES = st.recursive(
 @pytest.mark.parametrize("annotation", SIMPLE, ids=repr)
 @given(value=VALUES, other=VALUES)
 def test_fast_and_pydantic_validators_agree(annotation: Any, value: Any, other: Any) -> None:
-    (_, fast), (_, slow) = _both(annotation, None)
     text = json.dumps({"x": value, "y": other})
-    outcomes = []
-    for validator in (fast, slow):
+    outcomes: list[tuple[str, Any]] = []
+    for built in _both(annotation, None):
+        kind = SimpleArgumentValidator if built.python else PydanticArgumentValidator
+        validator = kind("t", built.validator, built.schema)
         try:
-            outcomes.append(("ok", validator.validate_json(text, strict=True)))
-        except ValidationError as error:
-            outcomes.append(("error", [(e["type"], e["loc"]) for e in error.errors()]))
+            outcomes.append(("ok", validator.validate(text)))
+        except InvalidArgumentsError as error:
+            outcomes.append(("error", [(p.path, p.message) for p in error.problems]))
     assert outcomes[0] == outcomes[1]
+
+
+def _flat_tool(a: int, s: str = "x", o: str | None = None, n: float = 5.0) -> None:
+    """A tool whose parameters are all scalars, some with defaults."""
+
+
+FLAT_KEYS = st.sampled_from(["a", "s", "o", "n", "zz"])
+FLAT_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=4)
+)
+
+
+@given(pairs=st.lists(st.tuples(FLAT_KEYS, FLAT_VALUES), max_size=6), ascii_only=st.booleans())
+def test_text_and_bytes_decide_alike_and_repeated_keys_are_refused(
+    pairs: list[tuple[str, Any]], ascii_only: bool
+) -> None:
+    """The inline reading of text (the common case) decides as the general reader does."""
+    validator = ToolDefinition.from_function(tool(_flat_tool)).validator
+    text = (
+        "{"
+        + ", ".join(f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=ascii_only)}" for k, v in pairs)
+        + "}"
+    )
+    outcomes: list[tuple[str, Any]] = []
+    for arguments in (text, text.encode()):  # bytes always take the strict reader
+        try:
+            outcomes.append(("ok", validator.validate(arguments)))
+        except InvalidArgumentsError as error:
+            outcomes.append(("error", [(p.path, p.message) for p in error.problems]))
+    assert outcomes[0] == outcomes[1]
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) < len(keys):
+        assert outcomes[0][0] == "error"
