@@ -1,16 +1,25 @@
 """The executor: a tool name and the model's arguments in, a ``ToolResult`` out, always.
 
-Order of a call: look up the tool in the current snapshot, check permissions
-(before the arguments are even parsed), validate the arguments, run the
-interceptor chain, run the tool under its timeout, normalise the return value.
-Every failure along the way becomes a result with an error code; nothing a
-tool or its input does raises out of ``execute``.
+Order of a call (``execute`` and ``aexecute`` take the same steps): look up
+the tool in the current snapshot, check permissions (before the arguments are
+even parsed), validate the arguments once, run the interceptor chain, run the
+tool under its timeout, normalise the return value, finish the result. Every
+failure along the way becomes a result with an error code; nothing a tool or
+its input does raises out of any call API. A plain tool (no permissions, no
+injected context, no timeout, no interceptors) takes the first branch: the
+same steps with nothing around the tool.
+
+Tool code is entered at exactly one place per kind of call: :meth:`_invoke`
+for sync functions and generators, :meth:`_ainvoke` for coroutines and async
+generators. Each turns anything the tool raises, ``BaseException`` included,
+into a result before it can reach a worker thread or the event loop.
 
 Where a tool runs:
 
 * ``execute``: a sync tool without a timeout runs inline in the caller's
-  thread; with a timeout it runs in the worker pool so the caller can stop
-  waiting; async tools run on the host's loop thread.
+  thread (the first branch: nothing else to do); with a timeout it runs in the
+  worker pool so the caller can stop waiting; async tools run on the host's
+  loop thread.
 * ``aexecute``: async tools run on the caller's loop; sync tools always run in
   the worker pool, never on the loop.
 
@@ -30,31 +39,34 @@ import itertools
 import math
 import os
 import threading
+import traceback
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from time import perf_counter
 from typing import Any
 
-import pydantic_core
 from loguru import logger
-from pydantic import ValidationError
 
 from agenthost._calls import Call, read_call
-from agenthost._context import ToolContext, _current, current_context
+from agenthost._context import ToolContext, _current, _sink
 from agenthost._definition import ToolDefinition
 from agenthost._errors import InvalidArgumentsError
 from agenthost._interceptors import Interceptor, as_interceptor
+from agenthost._masking import jsonable, redact, secret_values
 from agenthost._metrics import Metrics
 from agenthost._permissions import Permissions
 from agenthost._registry import Entry, Registry, Snapshot, ToolInfo
-from agenthost._results import ToolResult, normalise, render
+from agenthost._results import ToolResult, render
 from agenthost._runtime import LoopThread, WorkerPool
 from agenthost._streaming import Streaming
+from agenthost._text import describe, exception_text, type_name
 
 __all__ = ["Executor"]
 
 GRACE = 1.0  # seconds a sync caller waits beyond the timeout for the loop to report it
 UNKNOWN = "(unknown)"  # metrics key for calls to tools that do not exist
+
+Context = ToolContext | tuple[Any, ...]  # the first branch passes ToolContext's fields as a tuple
 
 
 class Executor(Streaming):
@@ -80,9 +92,10 @@ class Executor(Streaming):
         self._loop_thread: LoopThread | None = None
         self._loop_lock = threading.Lock()
         self._interceptors: tuple[Interceptor, ...] = tuple(map(self._adapt, interceptors))
+        # call_<pid>_1, call_<pid>_2, ...: next() on a count is atomic, so safe across threads
         self._ids = itertools.count(1)
         self._prefix = f"call_{os.getpid():x}_"
-        self._orphans: set[asyncio.Task[Any]] = set()
+        self._orphans: set[asyncio.Future[Any]] = set()
         self._stopped = False
         self._plain = not self._interceptors  # no host-wide interceptors, not stopped
 
@@ -108,8 +121,7 @@ class Executor(Streaming):
         self._plain = False
 
     def stop(self) -> None:
-        self._stopped = True
-        self._plain = False
+        self.refuse_calls()
         self._pool.shutdown()
         with self._loop_lock:
             if self._loop_thread is not None:
@@ -130,76 +142,58 @@ class Executor(Streaming):
         """Run one call synchronously (from any thread) and return its result."""
         started = perf_counter()
         cid = call_id or f"{self._prefix}{next(self._ids)}"
-        entry = self._registry.snapshot.tools.get(name)
-        if (
-            entry is None
-            or entry.direct is None
-            or interceptors
-            or timeout is not None
-            or not self._plain
-        ):
-            return self._execute(name, arguments, session, timeout, interceptors, cid, started)
-        # The fast path: a plain sync tool with its timeout off runs right here. It is
-        # the general path (_execute) with every step that does not apply left out;
-        # anything unusual, such as arguments that need a second look, goes there.
-        info = entry.info
-        try:  # as _admit() does, for plain JSON text straight through pydantic-core
-            if entry.validate_json is not None and type(arguments) is str and arguments[:1] == "{":
-                kwargs = entry.validate_json(arguments, strict=True)
-            else:
-                kwargs = info.definition.validator.validate(arguments)
-        except (ValidationError, InvalidArgumentsError):  # the general path explains the error
-            return self._execute(name, arguments, session, timeout, interceptors, cid, started)
-        owner = entry.owner
-        if owner is not None and not owner.enter():
-            return self._execute(name, arguments, session, timeout, interceptors, cid, started)
-        token = _current.set((info.definition, cid, session, arguments, kwargs, {},
-                              info.plugin, info.version, owner))  # fmt: skip
         try:
-            output, data, truncated = render(entry.direct(**kwargs), self.max_output)
-        except Exception as exc:  # noqa: BLE001 - the one boundary where tool errors become results
-            return self._finish(_tool_error(current_context(), exc), name, info, cid, started)
-        except SystemExit as exc:
-            return self._finish(_tool_error(current_context(), exc), name, info, cid, started)
-        finally:
-            _current.reset(token)
-            if owner is not None:
-                owner.exit()
-        duration = (perf_counter() - started) * 1000
-        if self.metrics is not None:
-            self.metrics.record(name, duration, None)
-        return ToolResult(True, output, data, None, name, info.plugin, info.version, cid, duration,
-                          truncated)  # fmt: skip
-
-    def _execute(
-        self,
-        name: str,
-        arguments: Any,
-        session: str | None,
-        timeout: float | None,
-        interceptors: Iterable[Any],
-        cid: str,
-        started: float,
-    ) -> ToolResult:
-        admitted = self._admit(name, arguments, session)
-        if isinstance(admitted, ToolResult):
-            return self._finish(admitted, name, None, cid, started)
-        entry, kwargs = admitted
-        info = entry.info
-        owner = entry.owner
-        ctx = ToolContext(info.definition, cid, session, arguments, kwargs, {}, info.plugin,
-                          info.version, owner)  # fmt: skip
-        try:
-            limit = self._limit(info.definition, timeout)
-            chain = self._chain(interceptors)
-            if chain:
-                result = self._through(chain, 0, ctx, lambda c: self._run(c, limit))
-            else:
-                result = self._run(ctx, limit)
-        finally:
-            if owner is not None:
-                owner.exit()
-        return self._finish(result, name, info, cid, started)
+            try:
+                entry = self._registry.snapshot.tools.get(name)
+            except TypeError:  # an unhashable "name" from a hostile caller
+                entry = None
+            if entry is None or self._stopped or entry.permissions:
+                refused = self._screen(entry, name, session)
+                if refused is not None:
+                    return self._finish(refused, name, None, cid, started)
+                assert entry is not None  # only a known tool passes the screen
+            try:
+                kwargs = entry.validate(arguments)
+            except InvalidArgumentsError as exc:
+                return self._finish(_invalid(exc), name, None, cid, started)
+            owner = entry.owner
+            if owner is not None and not owner.enter():  # that version just retired
+                return self.execute(name, arguments, session=session, timeout=timeout,
+                                    interceptors=interceptors, call_id=cid)  # fmt: skip
+            info = entry.info
+            try:
+                if (
+                    entry.inline is not None
+                    and self._plain
+                    and timeout is None
+                    and not interceptors
+                ):
+                    # The first branch: a plain sync tool, nothing to do around it.
+                    fields = (info.definition, cid, session, arguments, kwargs, None,
+                              info.plugin, info.version, owner)  # fmt: skip
+                    result = self._invoke(fields, entry.inline, kwargs, name, info, cid)
+                else:
+                    ctx = ToolContext(info.definition, cid, session, arguments, kwargs, {},
+                                      info.plugin, info.version, owner)  # fmt: skip
+                    limit = self._limit(info.definition, timeout)
+                    chain = self._chain(interceptors)
+                    if chain:
+                        result = self._through(chain, 0, ctx, lambda c: self._run(c, limit))
+                    else:
+                        result = self._run(ctx, limit)
+            finally:
+                if owner is not None:
+                    owner.exit()
+            if result.call_id != cid:  # not made for this call by the boundary
+                return self._finish(result, name, info, cid, started)
+            result.duration_ms = duration = (perf_counter() - started) * 1000
+            if self.metrics is not None:
+                self.metrics.record(
+                    name, duration, None if result.error is None else result.error.code
+                )
+            return result
+        except Exception as exc:  # noqa: BLE001 - the promise: a result, even for our own bugs
+            return self._internal_error(exc, name, cid, started)
 
     def execute_many(
         self,
@@ -211,12 +205,18 @@ class Executor(Streaming):
     ) -> list[ToolResult]:
         """Run a batch concurrently (as when a model returns parallel tool calls), in order."""
         calls = list(calls)
-        if self._on_loop_thread():  # called from a tool on the host loop: no nested waiting
+        if self._stopped or self._on_loop_thread():  # from a tool on the host loop: no waiting
             return [self._execute_spec(c, session, timeout, interceptors) for c in calls]
         coro = self.aexecute_many(
             calls, session=session, timeout=timeout, interceptors=interceptors
         )
-        return self._loop().submit(coro).result()
+        try:
+            with self._pool.blocking():
+                return self._loop().submit(coro).result()
+        except concurrent.futures.CancelledError:  # the host stopped under the batch
+            return [ToolResult.fail("cancelled", "the host stopped while the batch ran")] * len(
+                calls
+            )
 
     def _execute_spec(
         self, call: Call, session: str | None, timeout: float | None, interceptors: Iterable[Any]
@@ -245,83 +245,66 @@ class Executor(Streaming):
         interceptors: Iterable[Any] = (),
         call_id: str | None = None,
     ) -> ToolResult:
-        """Run one call on the running event loop (sync tools go to worker threads)."""
-        entry = self._registry.snapshot.tools.get(name)
-        if (
-            entry is None
-            or entry.direct_async is None
-            or interceptors
-            or timeout is not None
-            or not self._plain
-        ):
-            return await self._aexecute(
-                name, arguments, session, timeout, interceptors, call_id, None
-            )
-        # The async fast path, as in execute(): a plain async tool awaited right here.
-        started = perf_counter()
-        cid = call_id or f"{self._prefix}{next(self._ids)}"
-        info = entry.info
-        try:  # as in execute()
-            if entry.validate_json is not None and type(arguments) is str and arguments[:1] == "{":
-                kwargs = entry.validate_json(arguments, strict=True)
-            else:
-                kwargs = info.definition.validator.validate(arguments)
-        except (ValidationError, InvalidArgumentsError):
-            return await self._aexecute(name, arguments, session, timeout, interceptors, cid, None)
-        owner = entry.owner
-        if owner is not None and not owner.enter():
-            return await self._aexecute(name, arguments, session, timeout, interceptors, cid, None)
-        token = _current.set((info.definition, cid, session, arguments, kwargs, {},
-                              info.plugin, info.version, owner))  # fmt: skip
-        try:
-            output, data, truncated = render(await entry.direct_async(**kwargs), self.max_output)
-        except asyncio.CancelledError:
-            if _cancelling():
-                raise
-            cancelled = ToolResult.fail("cancelled", f"tool '{name}' was cancelled")
-            return self._finish(cancelled, name, info, cid, started)
-        except Exception as exc:  # noqa: BLE001 - the one boundary where tool errors become results
-            return self._finish(_tool_error(current_context(), exc), name, info, cid, started)
-        finally:
-            _current.reset(token)
-            if owner is not None:
-                owner.exit()
-        duration = (perf_counter() - started) * 1000
-        if self.metrics is not None:
-            self.metrics.record(name, duration, None)
-        return ToolResult(True, output, data, None, name, info.plugin, info.version, cid, duration,
-                          truncated)  # fmt: skip
+        """Run one call on the running event loop (sync tools go to worker threads).
 
-    async def _aexecute(
-        self,
-        name: str,
-        arguments: Any,
-        session: str | None,
-        timeout: float | None,
-        interceptors: Iterable[Any],
-        call_id: str | None,
-        sink: Callable[[str], None] | None,
-    ) -> ToolResult:
+        The same steps as :meth:`execute`, awaiting where that one waits.
+        """
         started = perf_counter()
         cid = call_id or f"{self._prefix}{next(self._ids)}"
-        admitted = self._admit(name, arguments, session)
-        if isinstance(admitted, ToolResult):
-            return self._finish(admitted, name, None, cid, started)
-        entry, kwargs = admitted
-        info = entry.info
-        ctx = ToolContext(info.definition, cid, session, arguments, kwargs, {}, info.plugin,
-                          info.version, entry.owner, sink)  # fmt: skip
         try:
-            limit = self._limit(info.definition, timeout)
-            chain = self._chain(interceptors)
-            if chain:
-                result = await self._athrough(chain, 0, ctx, lambda c: self._arun(c, limit))
-            else:
-                result = await self._arun(ctx, limit)
-        finally:
-            if entry.owner is not None:
-                entry.owner.exit()
-        return self._finish(result, name, info, cid, started)
+            try:
+                entry = self._registry.snapshot.tools.get(name)
+            except TypeError:  # an unhashable "name" from a hostile caller
+                entry = None
+            if entry is None or self._stopped or entry.permissions:
+                refused = self._screen(entry, name, session)
+                if refused is not None:
+                    return self._finish(refused, name, None, cid, started)
+                assert entry is not None  # only a known tool passes the screen
+            try:
+                kwargs = entry.validate(arguments)
+            except InvalidArgumentsError as exc:
+                return self._finish(_invalid(exc), name, None, cid, started)
+            owner = entry.owner
+            if owner is not None and not owner.enter():  # that version just retired
+                return await self.aexecute(name, arguments, session=session, timeout=timeout,
+                                           interceptors=interceptors, call_id=cid)  # fmt: skip
+            info = entry.info
+            try:
+                if (
+                    entry.inline_async is not None
+                    and self._plain
+                    and timeout is None
+                    and not interceptors
+                ):  # the first branch: a plain async tool, awaited right here
+                    fields = (info.definition, cid, session, arguments, kwargs, None,
+                              info.plugin, info.version, owner)  # fmt: skip
+                    result = await self._ainvoke(
+                        fields, entry.inline_async, kwargs, name, info, cid
+                    )
+                else:
+                    sink = _sink.get()  # set when astream runs this call
+                    ctx = ToolContext(info.definition, cid, session, arguments, kwargs, {},
+                                      info.plugin, info.version, owner, sink)  # fmt: skip
+                    limit = self._limit(info.definition, timeout)
+                    chain = self._chain(interceptors)
+                    if chain:
+                        result = await self._athrough(chain, 0, ctx, lambda c: self._arun(c, limit))
+                    else:
+                        result = await self._arun(ctx, limit)
+            finally:
+                if owner is not None:
+                    owner.exit()
+            if result.call_id != cid:  # not made for this call by the boundary
+                return self._finish(result, name, info, cid, started)
+            result.duration_ms = duration = (perf_counter() - started) * 1000
+            if self.metrics is not None:
+                self.metrics.record(
+                    name, duration, None if result.error is None else result.error.code
+                )
+            return result
+        except Exception as exc:  # noqa: BLE001 - the promise: a result, even for our own bugs
+            return self._internal_error(exc, name, cid, started)
 
     async def aexecute_many(
         self,
@@ -339,7 +322,16 @@ class Executor(Streaming):
                 jobs.append(self._refused(spec))
                 continue
             name, arguments, cid = spec
-            jobs.append(self._aexecute(name, arguments, session, timeout, interceptors, cid, None))
+            jobs.append(
+                self.aexecute(
+                    name,
+                    arguments,
+                    session=session,
+                    timeout=timeout,
+                    interceptors=interceptors,
+                    call_id=cid,
+                )
+            )
         return list(await asyncio.gather(*jobs))
 
     async def _refused(self, result: ToolResult) -> ToolResult:
@@ -348,34 +340,25 @@ class Executor(Streaming):
     def _new_id(self) -> str:
         return f"{self._prefix}{next(self._ids)}"
 
-    # --- admission ---------------------------------------------------------------------------
-    def _admit(
-        self, name: str, arguments: Any, session: str | None
-    ) -> tuple[Entry, dict[str, Any]] | ToolResult:
-        """Lookup, permissions, validation; on success the call holds the tool's version."""
+    # --- admission and finishing --------------------------------------------------------------
+    # execute() and aexecute() admit a call in the same order: look the tool up, screen it
+    # (host stopped, unknown tool, missing permissions), validate the arguments once, and
+    # hold the tool's version for the call. The uncommon outcomes are worked out here.
+
+    def _screen(self, entry: Entry | None, name: Any, session: str | None) -> ToolResult | None:
+        """Why the call is refused before its arguments are read, or None."""
         if self._stopped:
             return ToolResult.fail("unavailable", "the tool host is stopped; no calls are taken")
-        snapshot = self._registry.snapshot
-        entry = snapshot.tools.get(name)
         if entry is None:
-            return _unknown(name, snapshot)
-        definition = entry.info.definition
-        if definition.permissions:
-            missing = self.permissions.missing(session, definition.permissions)
-            if missing:
-                return _denied(name, session, missing)
-        try:
-            kwargs = definition.validator.validate(arguments)
-        except InvalidArgumentsError as exc:
-            return ToolResult.fail(
-                "invalid_arguments", str(exc), errors=[p.as_dict() for p in exc.problems]
-            )
-        owner = entry.owner
-        if owner is not None and not owner.enter():
-            return self._admit(
-                name, arguments, session
-            )  # that version just closed: use the new one
-        return entry, kwargs
+            if not isinstance(name, str):
+                return ToolResult.fail(
+                    "unknown_tool",
+                    f"a tool name is a string, not {type_name(name)}",
+                    suggestions=[],
+                )
+            return _unknown(name, self._registry.snapshot)
+        missing = self.permissions.missing(session, entry.permissions)
+        return _denied(name, session, missing) if missing else None
 
     def _limit(self, definition: ToolDefinition, timeout: float | None) -> float | None:
         limit = timeout if timeout is not None else definition.timeout
@@ -389,19 +372,34 @@ class Executor(Streaming):
         return self._interceptors + tuple(map(self._adapt, per_call))
 
     def _finish(
-        self, result: ToolResult, name: str, info: ToolInfo | None, cid: str, started: float
+        self, result: ToolResult, name: Any, info: ToolInfo | None, cid: str, started: float
     ) -> ToolResult:
-        if result.call_id:  # handed out before (a cached result): never change a shared record
+        """Stamp the call's identity and duration on a result made elsewhere (a refusal, an
+        interceptor's, a failure), and count it. A result the boundary made for this call
+        already carries its identity: the callers stamp only its duration."""
+        if result.call_id:  # handed out before (a cached result): never change it
             result = replace(result)
-        result.tool, result.call_id = name, cid
+        result.tool = name if isinstance(name, str) else ""
+        result.call_id = cid
         if info is not None:
             result.plugin, result.version = info.plugin, info.version
         result.duration_ms = duration = (perf_counter() - started) * 1000
         if self.metrics is not None:
             error = result.error
-            key = UNKNOWN if error is not None and error.code == "unknown_tool" else name
+            key = UNKNOWN if error is not None and error.code == "unknown_tool" else result.tool
             self.metrics.record(key, duration, error.code if error is not None else None)
         return result
+
+    def _internal_error(self, exc: Exception, name: Any, cid: str, started: float) -> ToolResult:
+        """A result for a failure of agenthost itself (a bug): logged with its traceback."""
+        logger.opt(lazy=True).error(
+            "agenthost failed while running call {} of {}:\n{}",
+            lambda: cid,
+            lambda: describe(name),
+            lambda: _traceback(exc),
+        )
+        message = f"agenthost failed to run the call: {exception_text(exc)}"
+        return self._finish(ToolResult.fail("tool_error", message), name, None, cid, started)
 
     # --- interceptor chains -----------------------------------------------------------------
     def _through(
@@ -416,8 +414,8 @@ class Executor(Streaming):
         interceptor = chain[index]
         try:
             result = interceptor.intercept(ctx, lambda c: self._through(chain, index + 1, c, final))
-        except Exception as exc:  # noqa: BLE001 - an interceptor's bug becomes a result
-            return _interceptor_failed(interceptor, exc)
+        except BaseException as exc:  # noqa: BLE001 - an interceptor's failure becomes a result
+            return _interceptor_failed(ctx, interceptor, exc)
         return _checked_result(interceptor, result)
 
     async def _athrough(
@@ -436,9 +434,62 @@ class Executor(Streaming):
 
         try:
             result = await interceptor.aintercept(ctx, proceed)
-        except Exception as exc:  # noqa: BLE001 - an interceptor's bug becomes a result
-            return _interceptor_failed(interceptor, exc)
+        except asyncio.CancelledError:
+            if _cancelling():
+                raise
+            return _cancelled(ctx)
+        except BaseException as exc:  # noqa: BLE001 - an interceptor's failure becomes a result
+            return _interceptor_failed(ctx, interceptor, exc)
         return _checked_result(interceptor, result)
+
+    # --- entering tool code: the two boundaries ---------------------------------------------
+    def _invoke(
+        self,
+        ctx: Context,
+        fn: Callable[..., Any],
+        kwargs: dict[str, Any],
+        name: str,
+        info: ToolInfo | ToolContext,
+        cid: str,
+    ) -> ToolResult:
+        """Run sync tool code (a function, or a generator drained) and render what it returns.
+
+        ``name``, ``info`` (its ``plugin`` and ``version``) and ``cid`` are the call's
+        identity, stamped on the result.
+        """
+        token = _current.set(ctx)
+        try:
+            output, data, truncated = render(fn(**kwargs), self.max_output)
+        except BaseException as exc:  # noqa: BLE001 - the one boundary of sync tool code
+            return _tool_error(ctx, exc)
+        finally:
+            _current.reset(token)
+        return ToolResult(True, output, data, None, name, info.plugin, info.version, cid, 0.0,
+                          truncated)  # fmt: skip
+
+    async def _ainvoke(
+        self,
+        ctx: Context,
+        fn: Callable[..., Awaitable[Any]],
+        kwargs: dict[str, Any],
+        name: str,
+        info: ToolInfo | ToolContext,
+        cid: str,
+    ) -> ToolResult:
+        """Await async tool code (a coroutine, or an async generator drained) and render it."""
+        token = _current.set(ctx)
+        try:
+            output, data, truncated = render(await fn(**kwargs), self.max_output)
+        except asyncio.CancelledError:
+            if _cancelling():
+                raise  # our caller is being cancelled: let it
+            return _cancelled(ctx)
+        except BaseException as exc:  # noqa: BLE001 - the one boundary of async tool code
+            return _tool_error(ctx, exc)
+        finally:
+            _current.reset(token)
+        return ToolResult(True, output, data, None, name, info.plugin, info.version, cid, 0.0,
+                          truncated)  # fmt: skip
 
     # --- running the tool ---------------------------------------------------------------------
     def _job(self, ctx: ToolContext) -> Callable[[], ToolResult] | None:
@@ -448,23 +499,19 @@ class Executor(Streaming):
         assert fn is not None
         kwargs = _with_context(ctx)
         if definition.kind == "sync":
-            return functools.partial(self._invoke, ctx, fn, kwargs)
+            return functools.partial(self._invoke, ctx, fn, kwargs, ctx.name, ctx, ctx.call_id)
         if definition.kind == "generator":
-            return functools.partial(
-                self._invoke, ctx, functools.partial(self._drain, ctx, fn), kwargs
-            )
+            drain = functools.partial(self._drain, ctx, fn)
+            return functools.partial(self._invoke, ctx, drain, kwargs, ctx.name, ctx, ctx.call_id)
         return None
 
     def _run(self, ctx: ToolContext, limit: float | None) -> ToolResult:
         definition = ctx.tool
-        fn = definition.function
-        if fn is None or definition.definition_only:
+        if definition.function is None or definition.definition_only:
             return _requires_action(ctx)
-        if limit is None and definition.kind == "sync":  # the inline fast path
-            return self._invoke(ctx, fn, _with_context(ctx))
         job = self._job(ctx)
         if job is None:
-            return self._run_on_loop(self._coroutine(ctx, limit), ctx, limit)
+            return self._run_on_loop(self._acall(ctx, limit), ctx, limit)
         if limit is None:
             return job()
         return self._in_worker(ctx, job, limit)
@@ -474,22 +521,8 @@ class Executor(Streaming):
             return _requires_action(ctx)
         job = self._job(ctx)
         if job is None:
-            return await self._coroutine(ctx, limit)
+            return await self._acall(ctx, limit)
         return await self._in_worker_async(ctx, job, limit)
-
-    def _invoke(
-        self, ctx: ToolContext, fn: Callable[..., Any], kwargs: dict[str, Any]
-    ) -> ToolResult:
-        token = _current.set(ctx)
-        try:
-            value = fn(**kwargs)
-        except Exception as exc:  # noqa: BLE001 - the one boundary where tool errors become results
-            return _tool_error(ctx, exc)
-        except SystemExit as exc:
-            return _tool_error(ctx, exc)
-        finally:
-            _current.reset(token)
-        return normalise(value, self.max_output)
 
     def _drain(self, ctx: ToolContext, fn: Callable[..., Iterable[Any]], /, **kwargs: Any) -> str:
         collected = _Collector(ctx, self.max_output)
@@ -497,57 +530,44 @@ class Executor(Streaming):
             collected.add(chunk)
         return collected.text()
 
-    async def _adrain(
-        self, ctx: ToolContext, fn: Callable[..., Any], kwargs: dict[str, Any]
-    ) -> str:
+    async def _adrain(self, ctx: ToolContext, fn: Callable[..., Any], /, **kwargs: Any) -> str:
         collected = _Collector(ctx, self.max_output)
         async for chunk in fn(**kwargs):
             collected.add(chunk)
         return collected.text()
 
-    async def _coroutine(self, ctx: ToolContext, limit: float | None) -> ToolResult:
+    async def _acall(self, ctx: ToolContext, limit: float | None) -> ToolResult:
         """Run an async tool (or async generator) on the current loop, within ``limit``."""
-        fn = ctx.tool.function
+        fn: Callable[..., Awaitable[Any]] | None = ctx.tool.function
         assert fn is not None
+        if ctx.tool.kind == "async_generator":
+            fn = functools.partial(self._adrain, ctx, fn)
         kwargs = _with_context(ctx)
+        work = self._ainvoke(ctx, fn, kwargs, ctx.name, ctx, ctx.call_id)
+        if limit is None:
+            return await work
         release = _hold(ctx)
-        token = _current.set(ctx)
-        task: asyncio.Future[Any] | None = None
+        task = asyncio.ensure_future(work)
+        task.add_done_callback(lambda _: release())
         try:
-            if ctx.tool.kind == "async_generator":
-                work: Awaitable[Any] = self._adrain(ctx, fn, kwargs)
-            else:
-                work = fn(**kwargs)
-            if limit is None:
-                value = await work
-            else:
-                task = asyncio.ensure_future(work)
-                task.add_done_callback(lambda _: release())
-                done, _ = await asyncio.wait((task,), timeout=limit)
-                if not done:
-                    task.cancel()
-                    self._orphans.add(task)  # let it finish cancelling; keep a reference
-                    task.add_done_callback(self._orphans.discard)
-                    return _timeout(ctx, limit, abandoned=False)
-                value = task.result()
+            done, _ = await asyncio.wait((task,), timeout=limit)
         except asyncio.CancelledError:
-            if _cancelling():
-                raise  # our caller is being cancelled: let it
-            return ToolResult.fail("cancelled", f"tool '{ctx.name}' was cancelled")
-        except Exception as exc:  # noqa: BLE001 - the one boundary where tool errors become results
-            return _tool_error(ctx, exc)
-        finally:
-            _current.reset(token)
-            if task is None:
-                release()
-        return normalise(value, self.max_output)
+            task.cancel()
+            raise
+        if not done:
+            task.cancel()
+            self._orphans.add(task)  # let it finish cancelling; keep a reference
+            task.add_done_callback(self._orphans.discard)
+            return _timeout(ctx, limit, abandoned=False)
+        return task.result()
 
     def _in_worker(
         self, ctx: ToolContext, job: Callable[[], ToolResult], limit: float
     ) -> ToolResult:
         future = self._submit(ctx, job)
         try:
-            return future.result(limit)
+            with self._pool.blocking():
+                return future.result(limit)
         except concurrent.futures.TimeoutError:
             return self._timed_out(ctx, future, limit)
 
@@ -557,7 +577,8 @@ class Executor(Streaming):
         future = self._submit(ctx, job)
         waiting = asyncio.shield(asyncio.wrap_future(future))
         try:
-            return await (waiting if limit is None else asyncio.wait_for(waiting, limit))
+            with self._pool.blocking():  # a worker's own event loop, waiting for the pool
+                return await (waiting if limit is None else asyncio.wait_for(waiting, limit))
         except asyncio.TimeoutError:
             assert limit is not None
             return self._timed_out(ctx, future, limit)
@@ -604,7 +625,7 @@ class Executor(Streaming):
     # --- the host's loop ----------------------------------------------------------------------
     def _loop(self) -> LoopThread:
         with self._loop_lock:
-            if self._loop_thread is None:
+            if self._loop_thread is None or not self._loop_thread.alive:
                 self._loop_thread = LoopThread()
             return self._loop_thread
 
@@ -621,7 +642,8 @@ class Executor(Streaming):
                 return spare.submit(asyncio.run, _awaited(coro)).result()
         future = self._loop().submit(_awaited(coro))
         try:
-            return future.result(None if limit is None else limit + GRACE)
+            with self._pool.blocking():
+                return future.result(None if limit is None else limit + GRACE)
         except concurrent.futures.TimeoutError:
             future.cancel()
             assert limit is not None
@@ -636,7 +658,8 @@ class Executor(Streaming):
         if self._on_loop_thread():
             with concurrent.futures.ThreadPoolExecutor(1) as spare:
                 return spare.submit(asyncio.run, _awaited(coro)).result()
-        return self._loop().submit(_awaited(coro)).result()
+        with self._pool.blocking():
+            return self._loop().submit(_awaited(coro)).result()
 
 
 def _cancelling() -> bool:
@@ -659,7 +682,7 @@ class _Collector:
         self._max = max_output
 
     def add(self, chunk: Any) -> None:
-        text = chunk if isinstance(chunk, str) else normalise(chunk, self._max).output + "\n"
+        text = chunk if isinstance(chunk, str) else render(chunk, self._max)[0] + "\n"
         if self._sink is not None:
             self._sink(text)
         if self._size <= self._max:
@@ -691,10 +714,20 @@ def _hold(ctx: ToolContext) -> Callable[[], None]:
     return release
 
 
+def _context(ctx: Context) -> ToolContext:
+    if type(ctx) is tuple:  # the first branch's fields (attributes left out)
+        context = ToolContext(*ctx)
+        context.attributes = {}
+        return context
+    return ctx  # type: ignore[return-value]
+
+
 def _unknown(name: str, snapshot: Snapshot) -> ToolResult:
-    suggestions = difflib.get_close_matches(str(name), list(snapshot.tools), n=3, cutoff=0.6)
+    suggestions = difflib.get_close_matches(name, list(snapshot.tools), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
-    return ToolResult.fail("unknown_tool", f"unknown tool {name!r}{hint}", suggestions=suggestions)
+    return ToolResult.fail(
+        "unknown_tool", f"unknown tool {describe(name)!r}{hint}", suggestions=suggestions
+    )
 
 
 def _denied(name: str, session: str | None, missing: list[str]) -> ToolResult:
@@ -707,22 +740,46 @@ def _denied(name: str, session: str | None, missing: list[str]) -> ToolResult:
     return ToolResult.fail("permission_denied", message, missing=missing, session=session)
 
 
+def _invalid(exc: InvalidArgumentsError) -> ToolResult:
+    problems = [p.as_dict() for p in exc.problems]
+    return ToolResult.fail("invalid_arguments", str(exc), errors=problems, error_count=exc.total)
+
+
 def _requires_action(ctx: ToolContext) -> ToolResult:
-    try:
-        arguments = pydantic_core.to_jsonable_python(ctx.arguments, fallback=str)
-    except (pydantic_core.PydanticSerializationError, ValueError):
-        arguments = {key: str(value) for key, value in ctx.arguments.items()}
-    call = {"id": ctx.call_id, "name": ctx.name, "arguments": arguments}
+    call = {"id": ctx.call_id, "name": ctx.name, "arguments": jsonable(ctx.arguments)}
     message = f"tool '{ctx.name}' is run by the client; the call is handed back to it"
     return ToolResult.fail("requires_action", message, call=call)
 
 
-def _tool_error(ctx: ToolContext | None, exc: BaseException) -> ToolResult:
-    where = f"{ctx.name} ({ctx.call_id})" if ctx is not None else "?"
-    logger.opt(exception=exc).warning("tool {} raised {}", where, type(exc).__name__)
-    text = str(exc)
-    message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return ToolResult.fail("tool_error", message, type=type(exc).__name__)
+def _cancelled(ctx: Context) -> ToolResult:
+    return ToolResult.fail("cancelled", f"tool '{_context(ctx).name}' was cancelled")
+
+
+def _secrets(ctx: ToolContext) -> tuple[str, ...]:
+    return secret_values(jsonable(ctx.arguments))
+
+
+def _tool_error(ctx: Context, exc: BaseException) -> ToolResult:
+    """The result of a tool that raised; its traceback goes to the log, secrets masked."""
+    context = _context(ctx)
+    secrets = _secrets(context)
+    message = redact(exception_text(exc), secrets)
+    logger.opt(lazy=True).warning(
+        "tool {} ({}) raised {}\n{}",
+        lambda: context.name,
+        lambda: context.call_id,
+        lambda: message,
+        lambda: redact(_traceback(exc), secrets),
+    )
+    return ToolResult.fail("tool_error", message, type=type_name(exc))
+
+
+def _traceback(exc: BaseException) -> str:
+    """The traceback as text: frames and source lines, never local variables' values."""
+    try:
+        return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+    except BaseException:  # noqa: BLE001 - a hostile exception must not break the report
+        return f"(the traceback of {type_name(exc)} cannot be shown)"
 
 
 def _timeout(
@@ -736,12 +793,19 @@ def _timeout(
     return ToolResult.fail("timeout", message, timeout=limit, abandoned=abandoned)
 
 
-def _interceptor_failed(interceptor: Interceptor, exc: Exception) -> ToolResult:
-    name = getattr(interceptor, "fn", interceptor)
-    logger.opt(exception=exc).error("interceptor {!r} raised", name)
-    return ToolResult.fail(
-        "tool_error", f"interceptor {type(name).__name__} failed: {type(exc).__name__}: {exc}"
+def _interceptor_failed(
+    ctx: ToolContext, interceptor: Interceptor, exc: BaseException
+) -> ToolResult:
+    name = type_name(getattr(interceptor, "fn", interceptor))
+    secrets = _secrets(ctx)
+    message = f"interceptor {name} failed: {redact(exception_text(exc), secrets)}"
+    logger.opt(lazy=True).error(
+        "{} in call {}\n{}",
+        lambda: message,
+        lambda: ctx.call_id,
+        lambda: redact(_traceback(exc), secrets),
     )
+    return ToolResult.fail("tool_error", message)
 
 
 def _checked_result(interceptor: Interceptor, result: Any) -> ToolResult:
@@ -749,6 +813,6 @@ def _checked_result(interceptor: Interceptor, result: Any) -> ToolResult:
         return result
     return ToolResult.fail(
         "tool_error",
-        f"interceptor {type(interceptor).__name__} returned {type(result).__name__}, "
+        f"interceptor {type_name(interceptor)} returned {type_name(result)}, "
         "not a ToolResult; return proceed(ctx) or ToolResult.fail(...)",
     )

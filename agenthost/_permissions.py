@@ -49,7 +49,11 @@ class Permissions:
 
     def granted(self, session: str | None) -> frozenset[str]:
         """Everything ``session`` holds: its own grants and the defaults."""
-        return self._defaults | self._sessions.get(session, frozenset())
+        try:
+            own = self._sessions.get(session, frozenset())
+        except TypeError:  # not a session name at all (unhashable)
+            own = frozenset()
+        return self._defaults | own
 
     def missing(self, session: str | None, required: frozenset[str]) -> list[str]:
         """The required permissions ``session`` does not hold, sorted."""

@@ -131,30 +131,29 @@ class PluginEvent:
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """What a call needs: the tool, and the version to hold while it runs (None: host tool).
+    """What a call needs: the tool, its validator, the version to hold while it runs.
 
-    For the executor's fast paths, worked out once per tool version: ``direct`` is
-    the function when a call needs none of the optional steps (no permissions, no
-    injected context, timeout turned off, not definition-only, sync or async), and
-    ``validate_json`` the compiled validator's own method when there is one.
+    Worked out once per tool version: ``inline`` is the function when a sync
+    call needs none of the optional steps (no permissions, no injected context,
+    timeout turned off, not definition-only), ``inline_async`` the same for an
+    async tool; the executor's first branch runs them with nothing around them.
     """
 
     info: ToolInfo
-    owner: PluginVersion | None
-    direct: Callable[..., Any] | None = None  # a plain sync tool
-    direct_async: Callable[..., Any] | None = None  # a plain async tool
-    validate_json: Callable[..., Any] | None = None
+    owner: PluginVersion | None  # None: a host-owned tool
+    validate: Callable[[Any], dict[str, Any]]
+    permissions: frozenset[str]
+    inline: Callable[..., Any] | None = None
+    inline_async: Callable[..., Any] | None = None
 
     @classmethod
     def of(cls, info: ToolInfo, owner: PluginVersion | None) -> Entry:
         d = info.definition
         plain = not (d.definition_only or d.context_parameter or d.permissions)
         fn = d.function if plain and d.timeout == float("inf") else None
-        compiled = getattr(d.validator, "compiled", None)
-        sync, asynchronous = (
-            (fn, None) if d.kind == "sync" else (None, fn if d.kind == "async" else None)
-        )
-        return cls(info, owner, sync, asynchronous, getattr(compiled, "validate_json", None))
+        sync = fn if d.kind == "sync" else None
+        asynchronous = fn if d.kind == "async" else None
+        return cls(info, owner, d.validator.validate, d.permissions, sync, asynchronous)
 
 
 class Snapshot:

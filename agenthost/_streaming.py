@@ -10,14 +10,16 @@ speaker would. The sync forms bridge from the host's loop thread.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import queue
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from agenthost._calls import Call, read_call
+from agenthost._context import _sink
 from agenthost._results import ToolResult
-from agenthost._runtime import LoopThread
+from agenthost._runtime import LoopThread, WorkerPool
 
 __all__ = ["StreamEvent", "Streaming"]
 
@@ -40,10 +42,11 @@ _DONE = object()
 class Streaming:
     """The streaming half of the executor (mixed into :class:`Executor`)."""
 
-    _aexecute: Callable[..., Coroutine[Any, Any, ToolResult]]
+    aexecute: Callable[..., Coroutine[Any, Any, ToolResult]]
     _refused: Callable[[ToolResult], Coroutine[Any, Any, ToolResult]]
     _loop: Callable[[], LoopThread]
     _new_id: Callable[[], str]
+    _pool: WorkerPool
 
     async def astream(
         self,
@@ -64,9 +67,20 @@ class Streaming:
         def sink(text: str) -> None:
             loop.call_soon_threadsafe(events.put_nowait, StreamEvent("delta", cid, name, text))
 
-        task = asyncio.ensure_future(
-            self._aexecute(name, arguments, session, timeout, interceptors, cid, sink)
-        )
+        token = _sink.set(sink)  # the task below starts with a copy of this context
+        try:
+            task = asyncio.ensure_future(
+                self.aexecute(
+                    name,
+                    arguments,
+                    session=session,
+                    timeout=timeout,
+                    interceptors=interceptors,
+                    call_id=cid,
+                )
+            )
+        finally:
+            _sink.reset(token)
         task.add_done_callback(lambda _: events.put_nowait(_DONE))
         try:
             yield StreamEvent("started", cid, name)
@@ -144,8 +158,14 @@ class Streaming:
 
         future = self._loop().submit(pump())
         try:
-            while (event := channel.get()) is not _DONE:
+            while True:
+                with self._pool.blocking():  # a tool streaming a nested call
+                    event = channel.get()
+                if event is _DONE:
+                    break
                 yield event
             future.result()
+        except concurrent.futures.CancelledError:
+            pass  # the host stopped under the stream
         finally:
             future.cancel()
