@@ -19,7 +19,10 @@ from agenthost._executor import Executor
 from agenthost._exporters import Format, export_tools
 from agenthost._frozen import FrozenList
 from agenthost._loader import (
+    LoadFailure,
+    PluginVersion,
     Source,
+    hook_timeout_from,
     installed_entry_points,
     last_change,
     load_installed,
@@ -61,6 +64,9 @@ class PluginHost:
     distributions that declare the ``agenthost.plugins`` entry-point group are
     loaded too, unless ``installed=False``; wheels are extracted under ``cache_dir``.
 
+    Plugins' ``on_load`` and ``on_unload`` hooks are cut off after
+    ``hook_timeout`` seconds (else ``AGENTHOST_HOOK_TIMEOUT``, else 10 s).
+
     Calls: ``default_permissions`` are granted to every session,
     ``default_timeout`` applies to tools that set none (None: no limit),
     ``max_workers`` bounds the threads that run sync tools with a timeout,
@@ -76,6 +82,7 @@ class PluginHost:
         debounce: float | None = None,
         installed: bool = True,
         cache_dir: str | os.PathLike[str] | None = None,
+        hook_timeout: float | None = None,
         default_permissions: Iterable[str] = (),
         default_timeout: float | None = 60.0,
         max_workers: int = 32,
@@ -86,6 +93,7 @@ class PluginHost:
         self.directory = Path(directory).absolute() if directory is not None else None
         self.cache_dir = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
         self.debounce = debounce_from(debounce)
+        self.hook_timeout = hook_timeout_from(hook_timeout)
         self._watch = watch
         self._installed = installed
         self._registry = Registry()
@@ -121,26 +129,32 @@ class PluginHost:
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> PluginHost:
-        """Load the directory (and installed plugins), then start watching if asked."""
+        """Load the directory (and installed plugins), watching first if asked, so that
+        nothing saved while the first load runs is missed."""
         with self._reload_lock:
             if self._started:
                 return self
             self._started = True
             prune_cache(self.cache_dir)
+            if self._watch and self.directory is not None:
+                # Its events wait for this lock; a key already loaded with the same content
+                # is skipped then, a key saved in between is loaded.
+                self._watcher = Watcher(self.directory, self._settled, debounce=self.debounce)
+                self._watcher.start()
             # Everything loaded now lives until it is unloaded: the cyclic collector would
             # only walk the growing heap again and again (a fifth of a large cold start).
             collecting = gc.isenabled()
             gc.disable()
             try:
                 installed = installed_entry_points() if self._installed else []
-                loads = [Load(s.key, s, result) for s, result in map(load_installed, installed)]
+                loads = [
+                    Load(source.key, source, result)
+                    for source, result in (load_installed(e, self.hook_timeout) for e in installed)
+                ]
                 self._reconcile({ALL}, extra=loads)
             finally:
                 if collecting:
                     gc.enable()
-            if self._watch and self.directory is not None:
-                self._watcher = Watcher(self.directory, self._settled, debounce=self.debounce)
-                self._watcher.start()
         return self
 
     def stop(self) -> None:
@@ -236,6 +250,8 @@ class PluginHost:
         definition = (
             fn if isinstance(fn, ToolDefinition) else ToolDefinition.from_function(fn, **options)
         )
+        for warning in definition.warnings:
+            logger.warning("tool '{}' at {}: {}", definition.name, definition.location, warning)
         return self._registry.register_host(definition)
 
     def rescan(self) -> RegistryChange:
@@ -282,9 +298,13 @@ class PluginHost:
                     continue  # vanished while reading: its deletion event follows
                 if self._registry.attempted(key) == content[0]:
                     continue  # same content saved again
-                result = load_source(source, self.cache_dir, content)
-                loads.append(Load(key, source, result, content[0]))
+                loads.append(Load(key, source, self._load(source, content), content[0]))
             return self._apply(loads, removals)
+
+    def _load(
+        self, source: Source, content: tuple[str, dict[Path, bytes]]
+    ) -> PluginVersion | LoadFailure:
+        return load_source(source, self.cache_dir, content, hook_timeout=self.hook_timeout)
 
     def _still_changing(self, key: str, source: Source) -> bool:
         """Whether files of ``source`` changed within the debounce window (events can lag
@@ -317,8 +337,12 @@ class PluginHost:
         if directory is not None and not self._stopped:
             for key in (k for name in freed for k in self._registry.waiting_for(name)):
                 source = source_at(directory, key)
-                if source is not None:
-                    retry.append(Load(key, source, load_source(source, self.cache_dir)))
+                try:
+                    content = read_source(source) if source is not None else None
+                except OSError:
+                    content = None  # vanished meanwhile: its deletion event follows
+                if source is not None and content is not None:
+                    retry.append(Load(key, source, self._load(source, content), content[0]))
         if retry:  # a plugin name was freed: the entry waiting for it loads now
             later, events = self._registry.apply(retry)
             self._emit(events)

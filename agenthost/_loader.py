@@ -3,17 +3,21 @@
 Everything a plugin does at import time is contained here: syntax errors,
 import errors, exceptions, ``sys.exit()`` and other BaseExceptions become a
 :class:`LoadFailure` with the file, line and a short traceback, and whatever
-the plugin half-imported is removed from ``sys.modules`` again. What cannot be
-contained in-process (an endless loop at import, a crash in C code,
-``os._exit``) is listed in the README under isolation levels.
+the plugin half-imported is removed from ``sys.modules`` again. So are the
+later steps that run plugin code (reading its objects, ``__version__``, the
+``on_load`` hook): loading one plugin never raises. Lifecycle hooks run in
+daemon threads under a time limit, so a hook that hangs is cut off and never
+keeps the process alive. What cannot be contained in-process (an endless loop
+at import, a crash in C code, ``os._exit``) is listed in the README under
+isolation levels.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import hashlib
 import inspect
+import os
 import threading
 import time
 import traceback
@@ -31,10 +35,12 @@ from agenthost._decorator import tool_options
 from agenthost._definition import ToolDefinition
 from agenthost._errors import ToolDefinitionError
 from agenthost._namespace import Namespace
+from agenthost._text import exception_text, printable, type_name
 from agenthost._wheel import ENTRY_POINT_GROUP, Wheel, WheelError, open_wheel
 
 __all__ = [
     "HOOK_TIMEOUT",
+    "hook_timeout_from",
     "Kind",
     "LoadFailure",
     "PluginVersion",
@@ -50,7 +56,21 @@ __all__ = [
 ]
 
 Kind = Literal["module", "package", "wheel", "installed"]
-HOOK_TIMEOUT = 10.0
+HOOK_TIMEOUT = 10.0  # seconds an on_load or on_unload hook may take
+
+
+def hook_timeout_from(value: float | None) -> float:
+    """The hook time limit: the argument, else ``AGENTHOST_HOOK_TIMEOUT`` (s), else 10 s."""
+    if value is not None:
+        return float(value)
+    text = os.environ.get("AGENTHOST_HOOK_TIMEOUT")
+    if text:
+        try:
+            return float(text)
+        except ValueError:
+            logger.warning("AGENTHOST_HOOK_TIMEOUT={!r} is not a number; using the default", text)
+    return HOOK_TIMEOUT
+
 
 # Editor temp and backup files, VCS and OS litter: never plugins, never a reason to reload.
 _IGNORED_SUFFIXES = (
@@ -180,6 +200,7 @@ class PluginVersion:
     load_ms: float = 0.0
     namespace: Namespace | None = None
     unload_hooks: tuple[Callable[[], Any], ...] = ()
+    hook_timeout: float = HOOK_TIMEOUT
     on_closed: Callable[[PluginVersion], None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _calls: list[None] = field(default_factory=list, repr=False)
@@ -228,7 +249,7 @@ class PluginVersion:
 
     def _close(self) -> None:
         for hook in self.unload_hooks:
-            error = run_hook(hook)
+            error = run_hook(hook, self.hook_timeout)
             if error:
                 logger.warning("plugin {}: on_unload failed: {}", self.name, error)
         if self.namespace is not None:
@@ -240,23 +261,29 @@ class PluginVersion:
 
 
 def run_hook(hook: Callable[[], Any], timeout: float = HOOK_TIMEOUT) -> str | None:
-    """Run a sync or async lifecycle hook; return an error message instead of raising."""
+    """Run a sync or async lifecycle hook; return an error message instead of raising.
+
+    The hook runs in a daemon thread: one that outlives ``timeout`` is left
+    behind, and never keeps the process from exiting.
+    """
+    outcome: list[str | None] = []
 
     def call() -> None:
-        result = hook()
-        if inspect.isawaitable(result):
-            asyncio.run(_await(result))
+        try:
+            result = hook()
+            if inspect.isawaitable(result):
+                asyncio.run(_await(result))
+        except BaseException as exc:  # noqa: BLE001 - plugin code: reported, never fatal
+            outcome.append(f"{_name(hook)} raised {exception_text(exc)}")
+        else:
+            outcome.append(None)
 
-    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agenthost-hook")
-    try:
-        pool.submit(call).result(timeout)
-    except concurrent.futures.TimeoutError:
+    thread = threading.Thread(target=call, name=f"agenthost-hook-{_name(hook)}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not outcome:
         return f"{_name(hook)} did not finish within {timeout:g} s"
-    except BaseException as exc:  # noqa: BLE001 - plugin code: reported, never fatal
-        return f"{_name(hook)} raised {type(exc).__name__}: {exc}"
-    finally:
-        pool.shutdown(wait=False)
-    return None
+    return outcome[0]
 
 
 async def _await(awaitable: Any) -> Any:
@@ -264,7 +291,11 @@ async def _await(awaitable: Any) -> Any:
 
 
 def _name(hook: Callable[..., Any]) -> str:
-    return getattr(hook, "__name__", "hook")
+    try:
+        name = getattr(hook, "__name__", None)
+    except BaseException:  # noqa: BLE001 - a hostile callable
+        name = None
+    return name if isinstance(name, str) else "hook"
 
 
 def load_source(
@@ -273,12 +304,27 @@ def load_source(
     content: tuple[str, dict[Path, bytes]] | None = None,
     *,
     hooks: bool = True,
+    hook_timeout: float = HOOK_TIMEOUT,
 ) -> PluginVersion | LoadFailure:
-    """Import one plugin entry into a fresh namespace and define its tools.
+    """Import one plugin entry into a fresh namespace and define its tools; never raises.
 
     ``content`` is what :func:`read_source` returned, if the caller already read it;
     ``hooks=False`` skips ``on_load`` and ``on_unload`` (for ``agenthost check``).
     """
+    try:
+        return _load_source(source, cache_dir, content, hooks, hook_timeout)
+    except BaseException as exc:  # noqa: BLE001 - whatever a plugin's objects do on the way
+        logger.opt(exception=exc).error("loading {} failed unexpectedly", source.path)
+        return LoadFailure(f"cannot load this plugin: {exception_text(exc)}", str(source.path))
+
+
+def _load_source(
+    source: Source,
+    cache_dir: Path,
+    content: tuple[str, dict[Path, bytes]] | None,
+    hooks: bool,
+    hook_timeout: float,
+) -> PluginVersion | LoadFailure:
     started = time.perf_counter()
     try:
         content_hash, contents = content or read_source(source)
@@ -296,8 +342,7 @@ def load_source(
                 + "; install them into the host's environment",
                 str(source.path),
             )  # fmt: skip
-        name, tops, modules = wheel.name, wheel.tops, wheel.modules
-        snapshot: dict[Path, bytes] = {}
+        name, tops, modules, snapshot = wheel.name, wheel.tops, wheel.modules, wheel.sources
     else:
         name = source.path.stem if source.kind == "module" else source.path.name
         tops, modules, snapshot = {name: source.path}, [name], contents
@@ -306,12 +351,14 @@ def load_source(
         imported = [namespace.import_module(module) for module in modules]
         targets = _targets(imported, wheel, namespace)
     except BaseException as exc:  # noqa: BLE001 - contain whatever the plugin raises
+        # Described while the plugin's modules still work: their code may run in __str__.
+        failure = _failure(exc, [str(p) for p in tops.values()], str(source.path))
         namespace.close()
-        return _failure(exc, [str(p) for p in tops.values()], str(source.path))
+        return failure
     definitions, problems = _define(targets)
-    warnings = _provider_warnings(definitions)
-    warnings += _run_hooks(_hooks(imported, "on_load") if hooks else [])
-    version = wheel.version if wheel else _module_version(imported[0])
+    version, warnings = _module_version(imported[0]) if wheel is None else (wheel.version, [])
+    warnings = _definition_warnings(definitions) + _provider_warnings(definitions) + warnings
+    warnings += _run_hooks(_hooks(imported, "on_load") if hooks else [], hook_timeout)
     return PluginVersion(
         name=name,
         source=source,
@@ -323,19 +370,25 @@ def load_source(
         load_ms=(time.perf_counter() - started) * 1000,
         namespace=namespace,
         unload_hooks=tuple(_hooks(imported, "on_unload")) if hooks else (),
+        hook_timeout=hook_timeout,
     )
 
 
 def load_installed(
-    entry_point: importlib_metadata.EntryPoint,
+    entry_point: importlib_metadata.EntryPoint, hook_timeout: float = HOOK_TIMEOUT
 ) -> tuple[Source, PluginVersion | LoadFailure]:
     """A plugin from an installed distribution's entry point (imported normally, not isolated)."""
     source = Source(f"entry-point:{entry_point.name}", Path(entry_point.value), "installed")
-    return source, _load_installed(entry_point, source)
+    try:
+        return source, _load_installed(entry_point, source, hook_timeout)
+    except BaseException as exc:  # noqa: BLE001 - whatever a plugin's objects do on the way
+        return source, LoadFailure(
+            f"cannot load this plugin: {exception_text(exc)}", str(source.path)
+        )
 
 
 def _load_installed(
-    entry_point: importlib_metadata.EntryPoint, source: Source
+    entry_point: importlib_metadata.EntryPoint, source: Source, hook_timeout: float
 ) -> PluginVersion | LoadFailure:
     started = time.perf_counter()
     dist = entry_point.dist
@@ -345,7 +398,8 @@ def _load_installed(
         return _failure(exc, [], entry_point.value)
     modules = [target] if isinstance(target, types.ModuleType) else []
     definitions, problems = _define(_expand(target, entry_point.value))
-    warnings = _provider_warnings(definitions) + _run_hooks(_hooks(modules, "on_load"))
+    warnings = _definition_warnings(definitions) + _provider_warnings(definitions)
+    warnings += _run_hooks(_hooks(modules, "on_load"), hook_timeout)
     return PluginVersion(
         name=entry_point.name,
         source=source,
@@ -356,11 +410,17 @@ def _load_installed(
         warnings=tuple(warnings),
         load_ms=(time.perf_counter() - started) * 1000,
         unload_hooks=tuple(_hooks(modules, "on_unload")),
+        hook_timeout=hook_timeout,
     )
 
 
 def _hooks(modules: Iterable[types.ModuleType], name: str) -> list[Callable[[], Any]]:
     return [hook for module in modules if callable(hook := module.__dict__.get(name))]
+
+
+def _definition_warnings(definitions: Iterable[ToolDefinition]) -> list[str]:
+    """What the definitions noted (a docstring naming a missing parameter, ...)."""
+    return [f"tool '{d.name}' at {d.location}: {w}" for d in definitions for w in d.warnings]
 
 
 def _provider_warnings(definitions: Iterable[ToolDefinition]) -> list[str]:
@@ -369,13 +429,17 @@ def _provider_warnings(definitions: Iterable[ToolDefinition]) -> list[str]:
         f"tool '{d.name}' at {d.location}: {provider} refuses the name ({rule})"
         for d in definitions
         for provider, (pattern, rule) in NAME_RULES.items()
-        if not pattern.match(d.name)
+        if not pattern.fullmatch(d.name)
     ]
 
 
-def _run_hooks(hooks: Iterable[Any]) -> list[str]:
+def _run_hooks(hooks: Iterable[Any], timeout: float) -> list[str]:
     """Run ``on_load`` hooks; their errors become warnings, never failures."""
-    return [f"on_load: {error}" for hook in hooks if callable(hook) and (error := run_hook(hook))]
+    return [
+        f"on_load: {error}"
+        for hook in hooks
+        if callable(hook) and (error := run_hook(hook, timeout))
+    ]
 
 
 def installed_entry_points() -> list[importlib_metadata.EntryPoint]:
@@ -418,6 +482,12 @@ def _define(targets: Iterable[Any]) -> tuple[list[ToolDefinition], list[str]]:
         except ToolDefinitionError as exc:
             problems.append(str(exc))
             continue
+        except BaseException as exc:  # noqa: BLE001 - a plugin object that fails when read
+            problems.append(
+                f"cannot define a tool from {type_name(target)} object {printable(target)[:60]!r}: "
+                f"reading it raised {exception_text(exc)}"
+            )
+            continue
         first = definitions.get(definition.name)
         if first is not None:
             problems.append(
@@ -429,9 +499,15 @@ def _define(targets: Iterable[Any]) -> tuple[list[ToolDefinition], list[str]]:
     return list(definitions.values()), problems
 
 
-def _module_version(module: types.ModuleType) -> str | None:
+def _module_version(module: types.ModuleType) -> tuple[str | None, list[str]]:
+    """The module's ``__version__`` as text, and a warning if it cannot be read."""
     value = module.__dict__.get("__version__")
-    return str(value) if value is not None else None
+    if value is None:
+        return None, []
+    try:
+        return str(value), []
+    except BaseException as exc:  # noqa: BLE001 - plugin code in __str__
+        return None, [f"__version__ cannot be read as text ({exception_text(exc)}); no version"]
 
 
 def _failure(exc: BaseException, roots: list[str], where: str) -> LoadFailure:
@@ -447,10 +523,13 @@ def _failure(exc: BaseException, roots: list[str], where: str) -> LoadFailure:
         file, line = exc.filename, exc.lineno
     elif frames:
         file, line = frames[-1].filename, frames[-1].lineno
-    short = "".join(traceback.format_list(frames[-5:]))
-    short += "".join(traceback.format_exception_only(type(exc), exc))
-    message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    message = exception_text(exc)
     if isinstance(exc, SyntaxError):
         message = f"SyntaxError: {exc.msg}"
+    try:
+        tail = "".join(traceback.format_exception_only(type(exc), exc))
+    except BaseException:  # noqa: BLE001 - a __str__ that raises what traceback does not catch
+        tail = message
+    short = "".join(traceback.format_list(frames[-5:])) + tail
     del exc  # the traceback holds the plugin's frames; do not keep them alive
     return LoadFailure(message, file, line, short.rstrip())

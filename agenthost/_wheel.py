@@ -1,15 +1,22 @@
-"""Pure-Python wheels as plugins: safe extraction into a cache named by content hash.
+"""Pure-Python wheels as plugins: verified, then extracted into a cache named by content hash.
 
-A wheel is untrusted input until proven otherwise. Extraction refuses absolute
-paths, ``..`` components, links, ``.pth`` files (which run code at interpreter
-start), compiled extensions, ``.data`` directories and archives that expand
-beyond sane limits; only then is anything written, into a temporary directory
-renamed into place, so a half-extracted wheel is never seen.
+A wheel is untrusted input until proven otherwise. Before anything is written,
+the archive must hold each file once, exactly one ``.dist-info`` directory, and
+a ``RECORD`` that lists every file with a SHA-256 (or stronger) hash its bytes
+match; entries with absolute paths, ``..``, links, ``.pth`` files (which run
+code at interpreter start), compiled extensions, ``.data`` directories and
+archives that expand beyond sane limits are refused. The files are written to
+a temporary directory renamed into place, so a half-extracted wheel is never
+seen. An extraction already in the cache is compared with the verified
+archive before each use and extracted again if anything in it changed; the
+modules are then imported from the verified bytes themselves.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import csv
 import hashlib
 import io
 import os
@@ -22,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import importlib_metadata
+from loguru import logger
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
@@ -31,6 +39,8 @@ ENTRY_POINT_GROUP = "agenthost.plugins"
 MAX_UNCOMPRESSED = 200 * 1024 * 1024
 MAX_ENTRIES = 10_000
 _COMPILED = (".so", ".pyd", ".dylib", ".dll")
+_HASHES = frozenset({"sha256", "sha384", "sha512", "sha3_256", "sha3_384", "sha3_512", "blake2b"})
+_SIGNATURES = ("RECORD.jws", "RECORD.p7s")  # listed in RECORD without a hash
 
 
 class WheelError(Exception):
@@ -48,26 +58,28 @@ class Wheel:
     modules: list[str]
     entry_points: list[tuple[str, str | None]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    sources: dict[Path, bytes] = field(default_factory=dict, repr=False)  # verified .py files
 
 
 def open_wheel(data: bytes, cache_dir: Path) -> Wheel:
-    """Extract ``data`` (a wheel's bytes) into the cache if needed and read its metadata."""
-    digest = hashlib.sha256(data).hexdigest()
-    root = cache_dir / "wheels" / digest[:32]
-    if root.is_dir():
-        os.utime(root)  # in use: keeps it out of prune_cache's reach
-    else:
-        _extract(data, root)
-    dist_info = next(root.glob("*.dist-info"), None)
-    if dist_info is None:
-        raise WheelError("no .dist-info directory: not a wheel")
-    _check_pure(dist_info)
-    distribution = importlib_metadata.PathDistribution(dist_info)
+    """Verify ``data`` (a wheel's bytes), make sure the cache holds exactly its files, and
+    read its metadata."""
+    files, dist_info = _verified_files(data)
+    root = cache_dir / "wheels" / hashlib.sha256(data).hexdigest()[:32]
+    if not root.is_dir():
+        _extract(files, root)
+    elif not _extraction_matches(root, files):
+        logger.warning("the cached extraction {} was changed; extracting the wheel again", root)
+        _discard(root)
+        _extract(files, root)
+    os.utime(root)  # in use: keeps it out of prune_cache's reach
+    _check_pure(files.get(f"{dist_info}/WHEEL"), dist_info)
+    distribution = importlib_metadata.PathDistribution(root / dist_info)
     name = distribution.metadata["Name"]
     version = distribution.metadata["Version"]
     if not name or not version:
-        raise WheelError(f"{dist_info.name}/METADATA lacks Name or Version")
-    tops = _top_level(root, dist_info)
+        raise WheelError(f"{dist_info}/METADATA lacks Name or Version")
+    tops = _top_level(root, files, dist_info)
     entry_points = [
         (ep.module, ep.attr or None)
         for ep in distribution.entry_points.select(group=ENTRY_POINT_GROUP)
@@ -82,6 +94,7 @@ def open_wheel(data: bytes, cache_dir: Path) -> Wheel:
         modules=modules,
         entry_points=entry_points,
         missing=missing_requirements(distribution.requires or []),
+        sources={root / path: data for path, data in files.items() if path.endswith(".py")},
     )
 
 
@@ -101,7 +114,8 @@ def prune_cache(cache_dir: Path, older_than: float = 24 * 3600) -> None:
                 shutil.rmtree(path, ignore_errors=True)
 
 
-def _extract(data: bytes, root: Path) -> None:
+def _verified_files(data: bytes) -> tuple[dict[str, bytes], str]:
+    """Every file of the archive by its path, checked against RECORD; and the dist-info name."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile as exc:
@@ -109,26 +123,104 @@ def _extract(data: bytes, root: Path) -> None:
     with archive:
         entries = archive.infolist()
         _check_entries(entries)
-        root.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".extract-", dir=root.parent))
         try:
-            for entry in entries:
-                target = staging.joinpath(*PurePosixPath(entry.filename).parts)
-                if entry.is_dir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with archive.open(entry) as source, open(target, "wb") as sink:
-                    shutil.copyfileobj(source, sink)
-            try:
-                staging.rename(root)
-            except OSError:
-                if not root.is_dir():  # another loader may have won the race
-                    raise
-        except zipfile.BadZipFile as exc:
+            files = {_path(e.filename): archive.read(e) for e in entries if not e.is_dir()}
+        except (zipfile.BadZipFile, EOFError) as exc:
             raise WheelError(f"corrupt entry in the archive ({exc})") from None
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+    infos = sorted(
+        {path.split("/", 1)[0] for path in files if path.split("/", 1)[0].endswith(".dist-info")}
+    )
+    if not infos:
+        raise WheelError("no .dist-info directory: not a wheel")
+    if len(infos) > 1:
+        raise WheelError(f"more than one .dist-info directory ({', '.join(infos)})")
+    _check_record(files, infos[0])
+    return files, infos[0]
+
+
+def _path(name: str) -> str:
+    """An archive member's path in one spelling (``./a//b`` is ``a/b``)."""
+    return "/".join(PurePosixPath(name).parts)
+
+
+def _check_record(files: dict[str, bytes], dist_info: str) -> None:
+    record = f"{dist_info}/RECORD"
+    if record not in files:
+        raise WheelError(f"{record} is missing")
+    listed: dict[str, tuple[str, str]] = {}
+    try:
+        rows = list(csv.reader(io.StringIO(files[record].decode())))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise WheelError(f"{record} cannot be read ({exc})") from None
+    for row in rows:
+        if not row:
+            continue
+        path = _path(row[0])
+        if path in listed:
+            raise WheelError(f"RECORD lists {path!r} twice")
+        listed[path] = (row[1] if len(row) > 1 else "", row[2] if len(row) > 2 else "")
+    for path in sorted(files):
+        if path != record and not path.endswith(_SIGNATURES) and path not in listed:
+            raise WheelError(f"{path!r} is not listed in RECORD")
+    for path, (hashed, size) in sorted(listed.items()):
+        if path == record or path.endswith(_SIGNATURES):
+            continue
+        if path not in files:
+            raise WheelError(f"RECORD lists {path!r}, which the archive lacks")
+        algorithm, _, expected = hashed.partition("=")
+        if algorithm not in _HASHES:
+            shown = algorithm or "nothing"
+            raise WheelError(
+                f"{path!r} is hashed with {shown} in RECORD; sha256 or stronger is required"
+            )
+        content = files[path]
+        actual = base64.urlsafe_b64encode(hashlib.new(algorithm, content).digest()).rstrip(b"=")
+        if actual.decode() != expected.rstrip("=") or (size and size != str(len(content))):
+            raise WheelError(f"{path!r} does not match its hash in RECORD")
+
+
+def _extract(files: dict[str, bytes], root: Path) -> None:
+    root.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".extract-", dir=root.parent))
+    try:
+        for path, content in files.items():
+            target = staging.joinpath(*path.split("/"))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        try:
+            staging.rename(root)
+        except OSError:
+            if not root.is_dir():  # another loader may have won the race
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _extraction_matches(root: Path, files: dict[str, bytes]) -> bool:
+    """Whether ``root`` holds exactly ``files``, byte for byte (bytecode caches aside)."""
+    found = 0
+    for path in root.rglob("*"):
+        if path.is_symlink():
+            return False
+        if path.is_dir() or "__pycache__" in path.parts:
+            continue
+        relative = path.relative_to(root).as_posix()
+        try:
+            if files.get(relative) != path.read_bytes():
+                return False
+        except OSError:
+            return False
+        found += 1
+    return found == len(files)
+
+
+def _discard(root: Path) -> None:
+    """Move ``root`` aside, then delete it (so a half-deleted copy is never used)."""
+    aside = root.with_name(f".discard-{root.name}-{os.getpid()}-{time.monotonic_ns()}")
+    with contextlib.suppress(OSError):
+        root.rename(aside)
+    shutil.rmtree(aside, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def _check_entries(entries: list[zipfile.ZipInfo]) -> None:
@@ -136,6 +228,7 @@ def _check_entries(entries: list[zipfile.ZipInfo]) -> None:
         raise WheelError(f"{len(entries)} entries; at most {MAX_ENTRIES} are accepted")
     if sum(e.file_size for e in entries) > MAX_UNCOMPRESSED:
         raise WheelError(f"expands beyond {MAX_UNCOMPRESSED // 2**20} MB")
+    seen: set[str] = set()
     for entry in entries:
         name = entry.filename
         parts = PurePosixPath(name).parts
@@ -151,27 +244,32 @@ def _check_entries(entries: list[zipfile.ZipInfo]) -> None:
             raise WheelError(f"refused entry {name!r}: compiled extensions are not supported")
         if parts and parts[0].endswith(".data"):
             raise WheelError(f"refused entry {name!r}: .data directories are not supported")
+        if not entry.is_dir():
+            if _path(name) in seen:
+                raise WheelError(f"refused entry {name!r}: it appears twice in the archive")
+            seen.add(_path(name))
 
 
-def _check_pure(dist_info: Path) -> None:
-    wheel_file = dist_info / "WHEEL"
-    if not wheel_file.is_file():
-        raise WheelError(f"{dist_info.name}/WHEEL is missing")
-    for line in wheel_file.read_text(errors="replace").splitlines():
+def _check_pure(wheel_file: bytes | None, dist_info: str) -> None:
+    if wheel_file is None:
+        raise WheelError(f"{dist_info}/WHEEL is missing")
+    for line in wheel_file.decode(errors="replace").splitlines():
         key, _, value = line.partition(":")
         if key.strip().lower() == "root-is-purelib" and value.strip().lower() != "true":
             raise WheelError("not a pure-Python wheel (Root-Is-Purelib is not true)")
 
 
-def _top_level(root: Path, dist_info: Path) -> dict[str, Path]:
+def _top_level(root: Path, files: dict[str, bytes], dist_info: str) -> dict[str, Path]:
+    """The wheel's top-level packages and modules, from its verified file list."""
     tops: dict[str, Path] = {}
-    for path in sorted(root.iterdir()):
-        if path == dist_info or path.name.startswith(".") or path.name == "__pycache__":
+    for path in sorted(files):
+        first, _, rest = path.partition("/")
+        if first == dist_info or first.startswith(".") or first == "__pycache__":
             continue
-        if path.is_dir() and path.name.isidentifier():
-            tops[path.name] = path
-        elif path.suffix == ".py" and path.stem.isidentifier():
-            tops[path.stem] = path
+        if rest and first.isidentifier():
+            tops[first] = root / first
+        elif not rest and first.endswith(".py") and first[:-3].isidentifier():
+            tops[first[:-3]] = root / first
     return tops
 
 
