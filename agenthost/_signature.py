@@ -22,7 +22,9 @@ import functools
 import inspect
 import itertools
 import json
+import linecache
 import re
+import sys
 import textwrap
 import types
 import typing
@@ -800,25 +802,46 @@ def attribute_docs(cls: type) -> dict[str, str]:
     in the class bodies of ``cls`` and its bases (the convention PEP 257 names)."""
     found: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
-        if klass.__module__ in ("builtins", "typing", "typing_extensions", "pydantic.main"):
+        module = sys.modules.get(klass.__module__)
+        filename = getattr(module, "__file__", None)
+        if module is None or not isinstance(filename, str) or klass.__module__ in _NO_DOCS:
             continue
-        try:
-            source = textwrap.dedent(inspect.getsource(klass))
-            body = ast.parse(source).body
-        except (OSError, TypeError, SyntaxError, IndentationError):
-            continue
-        if not body or not isinstance(body[0], ast.ClassDef):
-            continue
-        statements = body[0].body
-        for node, after in itertools.pairwise(statements):
-            if (
-                isinstance(node, ast.AnnAssign)
-                and isinstance(node.target, ast.Name)
-                and isinstance(after, ast.Expr)
-                and isinstance(after.value, ast.Constant)
-                and isinstance(after.value.value, str)
-            ):
-                found[node.target.id] = _one_line(inspect.cleandoc(after.value.value))
+        source = "".join(linecache.getlines(filename, module.__dict__))
+        found.update(_documented_attributes(source).get(klass.__qualname__, {}))
+    return found
+
+
+_NO_DOCS = frozenset({"builtins", "typing", "typing_extensions", "pydantic.main"})
+
+
+@functools.lru_cache(maxsize=32)
+def _documented_attributes(source: str) -> dict[str, dict[str, str]]:
+    """Attribute docstrings of every class in a module, by qualified name: one parse per
+    source text, shared by all the tools and models of a plugin."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    found: dict[str, dict[str, str]] = {}
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                docs = {
+                    statement.target.id: _one_line(inspect.cleandoc(after.value.value))
+                    for statement, after in itertools.pairwise(node.body)
+                    if isinstance(statement, ast.AnnAssign)
+                    and isinstance(statement.target, ast.Name)
+                    and isinstance(after, ast.Expr)
+                    and isinstance(after.value, ast.Constant)
+                    and isinstance(after.value.value, str)
+                }
+                found[prefix + node.name] = docs
+                visit(node.body, f"{prefix}{node.name}.")
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                visit(node.body, f"{prefix}{node.name}.<locals>.")
+
+    visit(tree.body, "")
     return found
 
 

@@ -63,7 +63,7 @@ _from_json = jiter.from_json
 
 def _read(raw: bytes) -> Any:
     """Strict JSON: unique keys, no NaN or Infinity, jiter's nesting and number limits."""
-    return _from_json(raw, catch_duplicate_keys=True, allow_inf_nan=False, cache_mode=False)
+    return _from_json(raw, catch_duplicate_keys=True, allow_inf_nan=False, cache_mode="keys")
 
 
 _MISSING_TYPES = frozenset({"missing", "missing_argument", "missing_keyword_only_argument"})
@@ -188,7 +188,17 @@ class PydanticArgumentValidator(ArgumentValidator):
         self._recheck = _schema_validator(schema) if recheck else None
 
     def validate(self, arguments: RawArguments) -> dict[str, Any]:
-        parsed, text = self.read(arguments)
+        if type(arguments) is str:  # the common case, read inline
+            try:
+                text = arguments.encode()
+                parsed = _read(text)
+            except (ValueError, UnicodeEncodeError):
+                parsed, text = self.read(arguments)  # explains the error (or reads "")
+            else:
+                if type(parsed) is not dict:
+                    raise self._fail("arguments must be a JSON object", "object_type")
+        else:
+            parsed, text = self.read(arguments)
         try:
             result: dict[str, Any] = self._validator.validate_json(text, strict=True)
         except ValidationError as error:
