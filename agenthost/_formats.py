@@ -19,7 +19,8 @@ uri           RFC 3986 ``URI``; URL types also publish a ``pattern`` for what
               a URL needs beyond that (a host after ``http://``, a port up to
               65535)
 decimal       a number, or a string such as ``"1.50"`` or ``"-2e3"`` (the
-              string form is published as a ``pattern``)
+              string form is published as a ``pattern``; exponents up to 6
+              digits)
 ============  ================================================================
 
 Calendar and clock ranges (a 30th of February, an hour 24, a leap second,
@@ -62,7 +63,9 @@ DURATION_PATTERN = (
     r"(?:T(?=[0-9])(?:[0-9]{1,6}H)?(?:[0-9]{1,6}M)?(?:[0-9]{1,6}(?:\.[0-9]{1,9})?S)?)?)$"
 )
 _DURATION = re.compile(DURATION_PATTERN)
-DECIMAL_PATTERN = r"^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
+# An exponent of at most 6 digits (the default decimal context's range): Python's Decimal
+# cannot hold every longer one, so the schema must not promise them.
+DECIMAL_PATTERN = r"^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,6})?$"
 _DECIMAL = re.compile(DECIMAL_PATTERN)
 
 # RFC 3986, appendix A.
@@ -159,7 +162,8 @@ def url_pattern(schemes: list[str] | None) -> str:
     other = rf"(?!(?:{_SPECIAL}|{_FILE}):)[A-Za-z][A-Za-z0-9+.\-]*:"
     return (
         rf"^(?:{other}(?!//)"
-        rf"|{other}//{_USER}(?:[^/?#@\[\]:]*|{_IPV6}){_PORT}{_END}"
+        # without a host, a URL takes no user or port (only an empty "@" or ":@" survives)
+        rf"|{other}//(?:{_USER}{host}{_PORT}{_END}|:@{_END}|@$|{_END})"
         rf"|(?:{_SPECIAL})://{_USER}{host}{_PORT}{_END}"
         rf"|{_FILE}://(?:[^/?#@\[\]:]*|{_IPV6}){_END})"
     )
