@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import sys
@@ -124,6 +125,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     call.add_argument("--timeout", type=float, help="seconds before the call gives up")
 
+    serve = commands.add_parser(
+        "serve",
+        help="serve the directory to MCP clients; the tool list follows every edit",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_SERVE_EPILOG,
+    )
+    directory(serve)
+    serve.add_argument(
+        "--grant",
+        action="append",
+        default=[],
+        metavar="PERMISSION",
+        help="grant every caller a permission (repeatable); tools needing others are hidden",
+    )
+
     schema = commands.add_parser("schema", help="print the tool definitions for a provider")
     directory(schema)
     schema.add_argument("--format", choices=FORMATS, default="openai")
@@ -148,6 +164,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         return command(args)
     finally:
         logger.disable("agenthost")
+
+
+# --- serve ---------------------------------------------------------------------------------------
+
+_SERVE_EPILOG = """\
+stdout carries the protocol; plugin events and logs go to stderr.
+
+Claude Code:     claude mcp add tools -- agenthost serve /abs/path/plugins
+Claude Desktop (claude_desktop_config.json), Cursor (.cursor/mcp.json):
+  {"mcpServers": {"tools": {"command": "agenthost",
+                            "args": ["serve", "/abs/path/plugins"]}}}
+VS Code (.vscode/mcp.json):
+  {"servers": {"tools": {"type": "stdio", "command": "agenthost",
+                         "args": ["serve", "${workspaceFolder}/plugins"]}}}
+"""
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        from agenthost._mcp import McpServer
+    except ImportError:
+        print(
+            "agenthost serve needs the MCP SDK: pip install 'agenthost[mcp]'",
+            file=sys.stderr,
+        )
+        return 2
+    import asyncio
+
+    host = PluginHost(Path(args.dir), watch=True)
+    host.on_event(lambda event: _text_event(event, sys.stderr))
+    server = McpServer(host, grants=args.grant)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(server.serve_stdio())
+    return 0
 
 
 # --- watch ---------------------------------------------------------------------------------------
@@ -382,6 +432,7 @@ def _new(args: argparse.Namespace) -> int:
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "watch": _watch,
+    "serve": _serve,
     "list": _list,
     "check": _check,
     "new": _new,
