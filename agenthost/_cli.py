@@ -139,6 +139,17 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PERMISSION",
         help="grant every caller a permission (repeatable); tools needing others are hidden",
     )
+    serve.add_argument(
+        "--http",
+        metavar="[HOST:]PORT",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (host 127.0.0.1)",
+    )
+    serve.add_argument(
+        "--tokens",
+        metavar="FILE",
+        type=Path,
+        help="JSON file of bearer tokens, each with a session name and grants (HTTP only)",
+    )
 
     schema = commands.add_parser("schema", help="print the tool definitions for a provider")
     directory(schema)
@@ -169,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 # --- serve ---------------------------------------------------------------------------------------
 
 _SERVE_EPILOG = """\
-stdout carries the protocol; plugin events and logs go to stderr.
+stdio carries the protocol; plugin events and logs go to stderr.
 
 Claude Code:     claude mcp add tools -- agenthost serve /abs/path/plugins
 Claude Desktop (claude_desktop_config.json), Cursor (.cursor/mcp.json):
@@ -178,12 +189,21 @@ Claude Desktop (claude_desktop_config.json), Cursor (.cursor/mcp.json):
 VS Code (.vscode/mcp.json):
   {"servers": {"tools": {"type": "stdio", "command": "agenthost",
                          "args": ["serve", "${workspaceFolder}/plugins"]}}}
+
+Over HTTP (agenthost serve plugins --http 8000):
+  {"mcpServers": {"tools": {"type": "http", "url": "http://127.0.0.1:8000/mcp"}}}
+  VS Code: {"servers": {"tools": {"type": "http", "url": "http://127.0.0.1:8000/mcp"}}}
+
+--tokens FILE maps each bearer token to a session name and its grants:
+  {"<token>": {"session": "alice", "grants": ["fs.read"]}}
+Clients send it as the header  Authorization: Bearer <token>
 """
 
 
 def _serve(args: argparse.Namespace) -> int:
     try:
         from agenthost._mcp import McpServer
+        from agenthost._mcp_http import TokenError, load_tokens, parse_address, serve_http
     except ImportError:
         print(
             "agenthost serve needs the MCP SDK: pip install 'agenthost[mcp]'",
@@ -192,12 +212,55 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     import asyncio
 
+    from agenthost._mcp_http import is_loopback, readable_by_others
+
+    if not Path(args.dir).is_dir():
+        return _fail(f"{args.dir} is not a directory")
+    if args.http is None:
+        if args.tokens is not None:
+            return _fail("--tokens applies to HTTP: add --http [HOST:]PORT")
+        server = McpServer(_serve_host(args), grants=args.grant)
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(server.serve_stdio())
+        return 0
+    try:
+        bind, port = parse_address(args.http)
+        tokens = load_tokens(args.tokens) if args.tokens is not None else None
+    except (ValueError, TokenError) as exc:
+        return _fail(str(exc))
+    if tokens is None and not is_loopback(bind):
+        return _fail(
+            f"refusing to serve {bind} without --tokens: anyone who can reach it could call "
+            "your tools. Bind 127.0.0.1, or pass --tokens FILE (see agenthost serve --help)."
+        )
+    if args.tokens is not None and readable_by_others(args.tokens):
+        print(f"warning: {args.tokens} is readable by other users (chmod 600 it)", file=sys.stderr)
+    host = _serve_host(args)
+    server = McpServer(host, grants=args.grant)
+    for caller in (tokens or {}).values():
+        host.permissions.grant(caller.session, *args.grant, *caller.grants)
+
+    def ready(url: str) -> None:
+        who = f" for {len(tokens)} tokens" if tokens else ""
+        print(f"serving MCP at {url}{who} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+
+    try:
+        asyncio.run(serve_http(server, bind, port, tokens=tokens, ready=ready))
+    except OSError as exc:
+        return _fail(f"cannot listen on {args.http}: {exc.strerror or exc}")
+    print("stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+def _serve_host(args: argparse.Namespace) -> PluginHost:
     host = PluginHost(Path(args.dir), watch=True)
     host.on_event(lambda event: _text_event(event, sys.stderr))
-    server = McpServer(host, grants=args.grant)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(server.serve_stdio())
-    return 0
+    return host
+
+
+def _fail(message: str) -> int:
+    print(f"agenthost serve: {message}", file=sys.stderr)
+    return 2
 
 
 # --- watch ---------------------------------------------------------------------------------------

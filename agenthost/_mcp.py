@@ -12,7 +12,8 @@ Calls go through :meth:`PluginHost.aexecute` as the session :data:`SESSION`
 (``--grant`` grants it permissions), so permissions, validation, interceptors,
 timeouts and version pinning all apply; every failure is a result with
 ``isError: true``, never a protocol error. Tools whose permissions are not
-granted, and ``definition_only`` tools, are not listed.
+granted, and ``definition_only`` tools, are not listed. Over HTTP a bearer token
+names the caller (see :mod:`agenthost._mcp_http`), so each caller gets its own list.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 import mcp.types as types
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
@@ -39,7 +42,27 @@ from agenthost._results import ToolResult
 
 __all__ = ["SESSION", "McpServer"]
 
-SESSION = "mcp"  # the session MCP calls run as: `--grant` grants it permissions
+SESSION = "mcp"  # the session MCP calls run as without a token: `--grant` grants it permissions
+
+
+class _Server(Server[Any]):
+    """The SDK server, advertising ``tools.listChanged`` on every transport.
+
+    The HTTP session manager builds the handshake's options itself, with the
+    defaults (``listChanged: false``); this makes the default say what we do.
+    """
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
 
 
 class McpServer:
@@ -54,7 +77,7 @@ class McpServer:
             host.permissions.grant(SESSION, *grants)
         self._bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self._bus)
-        self.server: Server[Any] = Server(
+        self.server: Server[Any] = _Server(
             "agenthost",
             version=__version__,
             on_list_tools=self._list_tools,
@@ -65,15 +88,28 @@ class McpServer:
             "notifications/initialized", types.NotificationParams, self._joined
         )
         self._sessions: dict[int, ServerSession] = {}  # session-based connections, by id
-        self._listing: tuple[int, types.ListToolsResult] | None = None
+        self._listings: dict[tuple[int, frozenset[str]], types.ListToolsResult] = {}
+        self._calls: set[asyncio.Task[ToolResult]] = set()  # in flight, for a clean shutdown
+        self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._notifying: asyncio.Task[None] | None = None
         self._again = False
         self._undo = host.on_change(self._changed)
 
-    def initialization_options(self) -> Any:
+    def initialization_options(self) -> InitializationOptions:
         """What the handshake advertises: tools, with ``listChanged``."""
-        return self.server.create_initialization_options(NotificationOptions(tools_changed=True))
+        return self.server.create_initialization_options()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Start the host on this loop (its events and changes reach us here), then stop it."""
+        self._loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self.host.start)
+        try:
+            yield
+        finally:
+            self.close()
+            await asyncio.to_thread(self.host.stop)
 
     async def serve_stdio(self) -> None:
         """Serve one client over stdin/stdout until stdin closes.
@@ -82,29 +118,35 @@ class McpServer:
         it serves: whatever a plugin prints, at import or later, never reaches the
         protocol stream.
         """
-        self._loop = asyncio.get_running_loop()
         sys.stdout.flush()
         # Python-level prints are buffered: send them to stderr too, or they would be
         # flushed onto the restored fd 1 at exit, after the last protocol frame.
         async with stdio_server() as (read, write):
             with contextlib.redirect_stdout(sys.stderr):
-                await self._serve(read, write)
-
-    async def _serve(self, read: Any, write: Any) -> None:
-        await asyncio.to_thread(self.host.start)
-        try:
-            await self.server.run(read, write, self.initialization_options())
-        finally:
-            self.close()
-            await asyncio.to_thread(self.host.stop)
+                async with self.running():
+                    await self.server.run(read, write, self.initialization_options())
 
     def close(self) -> None:
+        """Stop following the registry and end the listen streams."""
+        self._closing = True
         self._undo()
         self._listen.close()
 
+    async def drain(self, grace: float) -> None:
+        """Refuse new calls, give those in flight ``grace`` seconds, cancel the rest.
+
+        A cancelled call still answers its client, with an error result saying why.
+        """
+        self.close()
+        if self._calls:
+            _, pending = await asyncio.wait(set(self._calls), timeout=grace)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+
     # --- connections and change notifications ------------------------------------------------
     async def _joined(self, ctx: ServerRequestContext[Any], params: Any) -> None:
-        self._loop = asyncio.get_running_loop()
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             self._sessions[id(ctx.session)] = ctx.session
 
@@ -137,32 +179,80 @@ class McpServer:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        version = self.host.version
-        cached = self._listing
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        tools = [
-            types.Tool.model_validate(dict(to_mcp(info.definition)))
-            for info in sorted(self.host.tools(), key=lambda info: info.name)
-            if self._served(info)
-        ]
-        result = types.ListToolsResult(tools=tools)
-        self._listing = (version, result)
-        return result
+        session = _caller()
+        key = (self.host.version, self.host.permissions.granted(session))
+        listing = self._listings.get(key)
+        if listing is None:
+            if len(self._listings) > 64:  # old versions: drop them all
+                self._listings.clear()
+            tools = [
+                types.Tool.model_validate(dict(to_mcp(info.definition)))
+                for info in sorted(self.host.tools(), key=lambda info: info.name)
+                if self._served(info, session)
+            ]
+            listing = self._listings[key] = types.ListToolsResult(tools=tools)
+        return listing
 
-    def _served(self, info: ToolInfo) -> bool:
+    def _served(self, info: ToolInfo, session: str) -> bool:
         if info.definition_only:
             return False
-        return not self.host.permissions.missing(SESSION, info.permissions)
+        return not self.host.permissions.missing(session, info.permissions)
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        if self._closing:
+            return _error(f"tool {params.name!r} was not run: the server is shutting down")
         info = next((t for t in self.host.tools() if t.name == params.name), None)
         if info is not None and info.definition_only:
             return _error(f"tool {params.name!r} is run by in-process clients, not over MCP")
-        result = await self.host.aexecute(params.name, params.arguments or {}, session=SESSION)
-        return _to_mcp_result(result, info)
+        arguments = params.arguments or {}
+        session = _caller()
+        if info is not None and info.definition.kind in _STREAMING and _wants_progress(ctx):
+            call = self._streamed(ctx, params.name, arguments, session)
+        else:
+            call = self.host.aexecute(params.name, arguments, session=session)
+        task = asyncio.ensure_future(call)
+        self._calls.add(task)
+        task.add_done_callback(self._calls.discard)
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:  # the client cancelled: so does the call
+            task.cancel()
+            raise
+        if task.cancelled():
+            return _error(f"tool {params.name!r} was cancelled: the server is shutting down")
+        return _to_mcp_result(task.result(), info)
+
+    async def _streamed(
+        self, ctx: ServerRequestContext[Any], name: str, arguments: Any, session: str
+    ) -> ToolResult:
+        """Run a generator tool, each chunk a progress notification carrying its text."""
+        result: ToolResult | None = None
+        chunks = 0
+        async for event in self.host.astream(name, arguments, session=session):
+            if event.kind == "delta":
+                chunks += 1
+                with contextlib.suppress(Exception):  # a client gone mid-call still gets a result
+                    await ctx.session.report_progress(chunks, message=event.text)
+            elif event.kind == "completed":
+                result = event.result
+        assert result is not None  # astream always ends with `completed`
+        return result
+
+
+_STREAMING = frozenset({"generator", "async_generator"})
+
+
+def _caller() -> str:
+    """The session a request runs as: the bearer token's, or :data:`SESSION`."""
+    access = get_access_token()
+    return access.subject if access is not None and access.subject else SESSION
+
+
+def _wants_progress(ctx: ServerRequestContext[Any]) -> bool:
+    meta = ctx.meta
+    return bool(meta) and meta.get("progress_token") is not None  # type: ignore[union-attr]
 
 
 def _error(message: str) -> types.CallToolResult:
@@ -172,6 +262,14 @@ def _error(message: str) -> types.CallToolResult:
 
 
 def _to_mcp_result(result: ToolResult, info: ToolInfo | None) -> types.CallToolResult:
+    if result.error is not None and result.error.code == "permission_denied":
+        # The in-process advice (host.permissions.grant) means nothing to an MCP caller.
+        missing = " ".join(f"--grant {p}" for p in result.error.details.get("missing", ()))
+        return _error(
+            f"Error (permission_denied): tool {result.tool!r} needs permissions this caller "
+            f"is not granted; the server's operator can add {missing} or grant them to this "
+            "caller's token"
+        )
     if not result.success:
         return _error(result.content)
     schema = info.output_schema if info is not None else None

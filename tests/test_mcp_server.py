@@ -3,84 +3,31 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import jsonschema
 import mcp.client.session
-import mcp.types as types
 import pytest
 from helpers import replace_atomically, write
-from mcp import Client, StdioServerParameters
+from mcp import Client
+from mcp_clients import (
+    CALC,
+    LIVENESS,
+    MODERN,
+    SHOUT,
+    Changes,
+    command,
+    connect,
+    environment,
+    eventually,
+    names,
+    stdio,
+    text,
+)
 
 from agenthost._cli import main
-
-LIVENESS = 10.0  # seconds: generous bounds for a notification or a reload to arrive
-
-CALC = '''
-from agenthost import tool
-print("a plugin printing at import must not corrupt stdio")
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    print("nor while running")
-    return a + b
-
-@tool(permissions={"secret.read"})
-def vault() -> str:
-    """Needs a grant."""
-    return "opened"
-'''
-
-EXTRA = '''
-from agenthost import tool
-
-@tool
-def shout(text: str) -> str:
-    """Upper-case text, generation {n}."""
-    return text.upper() + "{suffix}"
-'''
-
-
-def _params(directory: Path, *extra: str) -> StdioServerParameters:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "agenthost", "serve", str(directory), *extra],
-        env=env,
-    )
-
-
-@asynccontextmanager
-async def connected(
-    directory: Path, mode: str, *extra: str
-) -> AsyncIterator[tuple[Client, asyncio.Queue[Any]]]:
-    """A client of a server subprocess, and a queue of the notifications it receives."""
-    received: asyncio.Queue[Any] = asyncio.Queue()
-
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ServerNotification | types.ToolListChangedNotification):
-            await received.put(message)
-
-    async with Client(_params(directory, *extra), mode=mode, message_handler=on_message) as client:
-        yield client, received
-
-
-async def _names(client: Client) -> list[str]:
-    return [tool.name for tool in (await client.list_tools()).tools]
-
-
-async def _eventually(check: Callable[[], Any]) -> None:
-    deadline = asyncio.get_running_loop().time() + LIVENESS
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, "not within the liveness bound"
-        await asyncio.sleep(0.02)
 
 
 def _plugins(tmp_path: Path) -> Path:
@@ -89,73 +36,122 @@ def _plugins(tmp_path: Path) -> Path:
     return directory
 
 
+LISTED = ["add", "count", "explode", "nap"]  # not vault (not granted), not handoff (in-process)
+
+
 async def _contract(client: Client) -> None:
     listing = await client.list_tools()
-    assert [tool.name for tool in listing.tools] == ["add"]  # vault is not granted: hidden
+    assert [tool.name for tool in listing.tools] == LISTED
     add = listing.tools[0]
+    assert add.description == "Add two integers."
+    assert add.input_schema["required"] == ["a", "b"]
     ok = await client.call_tool("add", {"a": 2, "b": 3})
     assert not ok.is_error
     assert ok.structured_content == {"result": 5}
+    assert add.output_schema is not None
     jsonschema.validate(ok.structured_content, add.output_schema)
-    assert isinstance(ok.content[0], types.TextContent)
-    assert ok.content[0].text == '{"result":5}'
+    assert text(ok) == '{"result":5}'
+
     bad = await client.call_tool("add", {"a": "two"})
     assert bad.is_error
-    assert isinstance(bad.content[0], types.TextContent)
-    assert "invalid_arguments" in bad.content[0].text
-    assert "$.a" in bad.content[0].text
+    assert "invalid_arguments" in text(bad)
+    assert "$.a" in text(bad)
     unknown = await client.call_tool("nope", {})
     assert unknown.is_error
+    assert "unknown_tool" in text(unknown)
     denied = await client.call_tool("vault", {})
     assert denied.is_error
+    assert "--grant secret.read" in text(denied)
+    hidden = await client.call_tool("handoff", {"to": "x"})
+    assert hidden.is_error
+    assert "in-process" in text(hidden)
+    slow = await client.call_tool("nap", {"seconds": 5})
+    assert slow.is_error
+    assert "timeout" in text(slow)
+    broken = await client.call_tool("explode", {})
+    assert broken.is_error
+    assert "kaboom" in text(broken)
+    assert (await client.call_tool("add", {"a": 1, "b": 1})).structured_content == {"result": 2}
 
 
-@pytest.mark.parametrize("handshake", ["2025-06-18", "2025-11-25"])
-def test_a_session_based_client_follows_every_edit(
-    tmp_path: Path, handshake: str, monkeypatch: pytest.MonkeyPatch
+async def _follow_edits(client: Client, directory: Path, changes: Changes) -> None:
+    replace_atomically(directory / "shout.py", SHOUT.format(n=1, suffix="!"))
+    await changes.next()
+    assert await names(client) == sorted([*LISTED, "shout"])
+    first = await client.call_tool("shout", {"text": "hi"})
+    assert first.structured_content == {"result": "HI!"}
+
+    changes.forget()
+    replace_atomically(directory / "shout.py", SHOUT.format(n=2, suffix="?"))
+    await changes.next()
+
+    async def new_version() -> bool:
+        result = await client.call_tool("shout", {"text": "hi"})
+        return result.structured_content == {"result": "HI?"}
+
+    await eventually(new_version, "the edited tool answers")
+
+    changes.forget()
+    (directory / "shout.py").unlink()
+    await changes.next()
+
+    async def gone() -> bool:
+        return await names(client) == LISTED
+
+    await eventually(gone, "the deleted tool is gone")
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25", MODERN])
+def test_every_client_generation_follows_every_edit(
+    tmp_path: Path, version: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(mcp.client.session, "LATEST_HANDSHAKE_VERSION", handshake)
+    if version != MODERN:  # the session-based client proposes the newest handshake version
+        monkeypatch.setattr(mcp.client.session, "LATEST_HANDSHAKE_VERSION", version)
     directory = _plugins(tmp_path)
 
     async def scenario() -> None:
-        async with connected(directory, "legacy") as (client, received):
-            assert client.session is not None
+        mode = MODERN if version == MODERN else "legacy"
+        async with connect(stdio(directory), mode) as (client, changes):
+            assert client.protocol_version == version
             await _contract(client)
-            replace_atomically(directory / "shout.py", EXTRA.format(n=1, suffix="!"))
-            notice = await asyncio.wait_for(received.get(), LIVENESS)
-            assert "list_changed" in repr(notice)
-            assert await _names(client) == ["add", "shout"]
-            first = await client.call_tool("shout", {"text": "hi"})
-            assert first.structured_content == {"result": "HI!"}
-            replace_atomically(directory / "shout.py", EXTRA.format(n=2, suffix="?"))
-
-            async def new_version() -> bool:
-                result = await client.call_tool("shout", {"text": "hi"})
-                return result.structured_content == {"result": "HI?"}
-
-            await _eventually(new_version)
-            (directory / "shout.py").unlink()
-
-            async def gone() -> bool:
-                return await _names(client) == ["add"]
-
-            await _eventually(gone)
+            await _follow_edits(client, directory, changes)
 
     asyncio.run(scenario())
 
 
-def test_a_2026_client_is_told_through_its_listen_stream(tmp_path: Path) -> None:
+def test_the_handshake_advertises_list_changed(tmp_path: Path) -> None:
     directory = _plugins(tmp_path)
 
     async def scenario() -> None:
-        async with connected(directory, "2026-07-28") as (client, _):
-            await _contract(client)
-            async with client.listen(tools_list_changed=True) as subscription:
-                replace_atomically(directory / "shout.py", EXTRA.format(n=1, suffix="!"))
-                events = aiter(subscription)
-                event = await asyncio.wait_for(anext(events), LIVENESS)
-                assert "ToolsListChanged" in type(event).__name__
-            assert await _names(client) == ["add", "shout"]
+        async with connect(stdio(directory), "legacy") as (client, _):
+            assert client.server_capabilities.tools is not None
+            assert client.server_capabilities.tools.list_changed is True
+        async with connect(stdio(directory), "auto") as (client, _):  # discovers 2026-07-28
+            assert client.protocol_version == MODERN
+            assert client.server_capabilities.tools is not None
+            assert client.server_capabilities.tools.list_changed is True
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("mode", ["legacy", MODERN])
+def test_a_streaming_tool_sends_its_chunks_as_progress(tmp_path: Path, mode: str) -> None:
+    directory = _plugins(tmp_path)
+
+    async def scenario() -> None:
+        async with connect(stdio(directory), mode) as (client, _):
+            chunks: list[tuple[float, str | None]] = []
+
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                chunks.append((progress, message))
+
+            result = await client.call_tool("count", {"n": 3}, progress_callback=on_progress)
+            assert text(result) == "0;1;2;"
+            assert chunks == [(1, "0;"), (2, "1;"), (3, "2;")]
+            plain = await client.call_tool("count", {"n": 2})  # no progress asked: one result
+            assert text(plain) == "0;1;"
 
     asyncio.run(scenario())
 
@@ -164,8 +160,8 @@ def test_a_grant_shows_and_allows_the_tool(tmp_path: Path) -> None:
     directory = _plugins(tmp_path)
 
     async def scenario() -> None:
-        async with connected(directory, "legacy", "--grant", "secret.read") as (client, _):
-            assert await _names(client) == ["add", "vault"]
+        async with connect(stdio(directory, "--grant", "secret.read"), "legacy") as (client, _):
+            assert await names(client) == sorted([*LISTED, "vault"])
             opened = await client.call_tool("vault", {})
             assert not opened.is_error
             assert opened.structured_content == {"result": "opened"}
@@ -175,19 +171,26 @@ def test_a_grant_shows_and_allows_the_tool(tmp_path: Path) -> None:
 
 def test_the_server_exits_0_when_stdin_closes(tmp_path: Path) -> None:
     directory = _plugins(tmp_path)
-    params = _params(directory)
     # stdin is closed at once: the server must start, see end of input and exit cleanly
     finished = subprocess.run(
-        [params.command, *params.args],
+        command(directory),
         stdin=subprocess.DEVNULL,
         capture_output=True,
-        env=params.env,
-        timeout=30,
+        env=environment(),
+        timeout=LIVENESS * 3,
         check=False,
     )
     assert finished.returncode == 0, finished.stderr.decode()
     assert finished.stdout == b""  # the plugin's print went to stderr
     assert b"must not corrupt stdio" in finished.stderr
+    assert b"loaded   calc" in finished.stderr  # the watch event lines, on stderr
+
+
+def test_serve_refuses_a_missing_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", str(tmp_path / "nowhere")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
 
 
 def test_without_the_mcp_sdk_serve_says_how_to_install_it(
@@ -196,3 +199,11 @@ def test_without_the_mcp_sdk_serve_says_how_to_install_it(
     monkeypatch.setitem(sys.modules, "agenthost._mcp", None)
     assert main(["serve", str(tmp_path)]) == 2
     assert "pip install 'agenthost[mcp]'" in capsys.readouterr().err
+
+
+def test_help_ends_with_client_configurations(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    shown = capsys.readouterr().out
+    for needle in ("claude mcp add", '"mcpServers"', ".vscode/mcp.json", "Cursor", "--tokens"):
+        assert needle in shown

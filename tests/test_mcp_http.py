@@ -1,0 +1,309 @@
+"""`agenthost serve --http`: several clients of both protocol generations, tokens, shutdown, load.
+
+The server runs as a subprocess on 127.0.0.1 and a free port; only the official client talks to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from helpers import replace_atomically, write
+from mcp import Client
+from mcp_clients import (
+    CALC,
+    LIVENESS,
+    MODERN,
+    SHOUT,
+    Changes,
+    Served,
+    connect,
+    eventually,
+    http_server,
+    names,
+    text,
+)
+
+from agenthost._cli import main
+
+LISTED = ["add", "count", "explode", "nap"]
+ALICE = "alice-0123456789abcdef"
+BOB = "bob-0123456789abcdefgh"
+
+LINGER = '''
+import pathlib
+import time
+
+from agenthost import tool
+
+
+@tool
+def linger(seconds: float, mark: str) -> str:
+    """Create the file ``mark``, then sleep as long as asked."""
+    pathlib.Path(mark).touch()
+    time.sleep(seconds)
+    return "done"
+'''
+
+
+def _plugins(tmp_path: Path) -> Path:
+    directory = tmp_path / "plugins"
+    write(directory / "calc.py", CALC)
+    return directory
+
+
+def _tokens(tmp_path: Path, entries: object) -> Path:
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps(entries))
+    path.chmod(0o600)
+    return path
+
+
+async def _told(client: Client, changes: Changes, expected: list[str]) -> None:
+    """Wait for change notifications until the list, fetched after one, is ``expected``."""
+    deadline = time.monotonic() + LIVENESS
+    while True:
+        await changes.next()
+        if await names(client) == expected:
+            return
+        assert time.monotonic() < deadline, f"never told of {expected}"
+
+
+async def _until_listening(directory: Path, *clients: tuple[Client, Changes]) -> None:
+    """Make throwaway edits until every client has heard of one, then undo them.
+
+    A session-based HTTP client hears notifications on an event stream it opens
+    after its handshake; a change made in between is not announced to it.
+    """
+    deadline = time.monotonic() + LIVENESS
+    attempt = 0
+    while not all(not changes.seen.empty() for _, changes in clients):
+        assert time.monotonic() < deadline, "the clients never heard of a change"
+        attempt += 1
+        warm = SHOUT.replace("shout", "warm").format(n=attempt, suffix="")
+        replace_atomically(directory / "warmup.py", warm)
+        step = time.monotonic() + 1.0
+        while time.monotonic() < step and not all(not c.seen.empty() for _, c in clients):
+            await asyncio.sleep(0.02)
+    (directory / "warmup.py").unlink()
+    for client, changes in clients:
+        await _told(client, changes, LISTED)
+
+
+@pytest.mark.parametrize(
+    "modes",
+    [("legacy", "legacy"), (MODERN, MODERN), ("legacy", MODERN)],
+    ids=["two-session-based", "two-2026", "one-of-each"],
+)
+def test_two_clients_at_once_are_each_told_of_an_add_and_a_delete(
+    tmp_path: Path, modes: tuple[str, str]
+) -> None:
+    directory = _plugins(tmp_path)
+
+    async def scenario(url: str) -> None:
+        async with connect(url, modes[0]) as first, connect(url, modes[1]) as second:
+            clients = (first, second)
+            for client, _ in clients:
+                assert await names(client) == LISTED
+                tools = client.server_capabilities.tools
+                if client.protocol_version != MODERN:  # session-based: from the handshake
+                    assert tools is not None
+                    assert tools.list_changed is True
+            await _until_listening(directory, *clients)
+
+            replace_atomically(directory / "shout.py", SHOUT.format(n=1, suffix="!"))
+            for client, changes in clients:
+                await _told(client, changes, sorted([*LISTED, "shout"]))
+                called = await client.call_tool("shout", {"text": "hi"})
+                assert called.structured_content == {"result": "HI!"}
+
+            (directory / "shout.py").unlink()
+            for client, changes in clients:
+                await _told(client, changes, LISTED)
+                gone = await client.call_tool("shout", {"text": "hi"})
+                assert gone.is_error
+                assert "unknown_tool" in text(gone)
+
+    with http_server(directory) as served:
+        asyncio.run(scenario(served.url))
+
+
+def test_a_2026_client_discovers_list_changed_over_http(tmp_path: Path) -> None:
+    async def scenario(url: str) -> None:
+        async with connect(url, "auto") as (client, _):
+            assert client.protocol_version == MODERN
+            assert client.server_capabilities.tools is not None
+            assert client.server_capabilities.tools.list_changed is True
+
+    with http_server(_plugins(tmp_path)) as served:
+        asyncio.run(scenario(served.url))
+
+
+@pytest.mark.parametrize("mode", ["legacy", MODERN])
+def test_tokens_decide_what_each_caller_sees_and_may_call(tmp_path: Path, mode: str) -> None:
+    tokens = _tokens(
+        tmp_path,
+        {ALICE: {"session": "alice", "grants": ["secret.read"]}, BOB: {"session": "bob"}},
+    )
+
+    async def scenario(url: str) -> None:
+        async with connect(url, mode, token=ALICE) as (alice, _):
+            assert await names(alice) == sorted([*LISTED, "vault"])
+            opened = await alice.call_tool("vault", {})
+            assert opened.structured_content == {"result": "opened"}
+            async with connect(url, mode, token=BOB) as (bob, _):
+                assert await names(bob) == LISTED  # at once, on the same registry version
+                refused = await bob.call_tool("vault", {})
+                assert refused.is_error
+                assert "permission_denied" in text(refused)
+                chunks: list[str | None] = []
+
+                async def on_progress(
+                    done: float, total: float | None, message: str | None
+                ) -> None:
+                    chunks.append(message)
+
+                counted = await bob.call_tool("count", {"n": 2}, progress_callback=on_progress)
+                assert text(counted) == "0;1;"
+                assert chunks == ["0;", "1;"]
+        for token in (None, "not-a-known-token-at-all"):
+            statuses: list[int] = []
+            with pytest.raises(Exception):  # noqa: B017, PT011 - the SDK wraps the HTTP error
+                async with connect(url, mode, token=token, statuses=statuses):
+                    pass
+            assert statuses
+            assert set(statuses) == {401}
+
+    with http_server(_plugins(tmp_path), "--tokens", str(tokens)) as served:
+        assert "2 tokens" in served.output()
+        asyncio.run(scenario(served.url))
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0:0", "[::]:0", "192.0.2.7:8000", "example.com:80"])
+def test_a_non_loopback_bind_without_tokens_is_refused(
+    tmp_path: Path, address: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", str(tmp_path), "--http", address]) == 2
+    err = capsys.readouterr().err
+    assert "without --tokens" in err
+    assert "127.0.0.1" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("not json", "is not JSON"),
+        ("[]", "must be a JSON object of tokens"),
+        ("{}", "must be a JSON object of tokens"),
+        (json.dumps({"short": {"session": "a"}}), "at least 16"),
+        (json.dumps({" " + ALICE: {"session": "a"}}), "surrounding spaces"),
+        (json.dumps({ALICE: {"grants": []}}), "session: Field required"),
+        (json.dumps({ALICE: {"session": "a", "grant": ["x"]}}), "grant: Extra inputs"),
+        (json.dumps({ALICE: {"session": "a", "grants": [""]}}), "non-empty permission"),
+        (json.dumps({ALICE: "alice"}), "entry for session (none)"),
+    ],
+)
+def test_a_bad_token_file_is_refused_with_the_fix(
+    tmp_path: Path, content: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(content)
+    assert main(["serve", str(tmp_path), "--http", "0", "--tokens", str(tokens)]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert str(tokens) in err
+
+
+def test_tokens_need_http_and_a_readable_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tokens = _tokens(tmp_path, {ALICE: {"session": "alice"}})
+    assert main(["serve", str(tmp_path), "--tokens", str(tokens)]) == 2
+    assert "--http" in capsys.readouterr().err
+    missing = tmp_path / "missing.json"
+    assert main(["serve", str(tmp_path), "--http", "0", "--tokens", str(missing)]) == 2
+    assert "cannot read token file" in capsys.readouterr().err
+    assert main(["serve", str(tmp_path), "--http", "localhost:99999"]) == 2
+    assert "0 to 65535" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_drains_the_calls_in_flight_and_exits_0(tmp_path: Path, signum: int) -> None:
+    directory = _plugins(tmp_path)
+    write(directory / "slow.py", LINGER)
+
+    marks = [tmp_path / "long.started", tmp_path / "short.started"]
+
+    async def scenario(served: Served) -> None:
+        async with (
+            connect(served.url, "legacy") as (old, _),
+            connect(served.url, MODERN) as (new, _),
+        ):
+            long = old.call_tool("linger", {"seconds": 60, "mark": str(marks[0])})
+            short = new.call_tool("linger", {"seconds": 1, "mark": str(marks[1])})
+            calls = [asyncio.ensure_future(long), asyncio.ensure_future(short)]
+
+            async def started() -> bool:
+                return all(mark.exists() for mark in marks)
+
+            await eventually(started, "both calls started")
+            served.process.send_signal(signum)
+            cancelled, finished = await asyncio.wait_for(asyncio.gather(*calls), LIVENESS)
+            assert finished.structured_content == {"result": "done"}
+            assert cancelled.is_error
+            assert "shutting down" in text(cancelled)
+
+    with http_server(directory) as served:
+        asyncio.run(scenario(served))
+        assert served.process.wait(timeout=LIVENESS) == 0, served.output()
+        assert "stopped" in served.output()
+
+
+def test_fifty_rewrites_under_load_fail_no_call(tmp_path: Path) -> None:
+    directory = _plugins(tmp_path)
+    write(directory / "shout.py", SHOUT.format(n=0, suffix="0"))
+    answers: list[str] = []
+    failures: list[str] = []
+
+    async def scenario(url: str) -> None:
+        async with (
+            connect(url, "legacy") as (first, _),
+            connect(url, "legacy") as (second, _),
+            connect(url, MODERN) as (third, _),
+            connect(url, MODERN) as (fourth, _),
+        ):
+            stop = asyncio.Event()
+
+            async def keep_calling(client: Client) -> None:
+                while not stop.is_set():
+                    result = await client.call_tool("shout", {"text": "hi"})
+                    if result.is_error:
+                        failures.append(text(result))
+                    else:
+                        assert isinstance(result.structured_content, dict)
+                        answers.append(result.structured_content["result"])
+
+            callers = [
+                asyncio.ensure_future(keep_calling(c)) for c in (first, second, third, fourth)
+            ]
+            for generation in range(1, 51):
+                replace_atomically(
+                    directory / "shout.py", SHOUT.format(n=generation, suffix=generation)
+                )
+
+                async def served(expected: str = f"HI{generation}") -> bool:
+                    return expected in answers[-8:]
+
+                await eventually(served, f"generation {generation} answers")
+            stop.set()
+            await asyncio.gather(*callers)
+
+    with http_server(directory) as served:
+        asyncio.run(scenario(served.url))
+    assert failures == []
+    assert len(answers) > 200
+    assert {f"HI{n}" for n in range(1, 51)} <= set(answers)
