@@ -25,6 +25,7 @@ import sys
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
+import jsonschema
 import mcp.types as types
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import ServerRequestContext
@@ -91,6 +92,7 @@ class McpServer:
         self._listings: dict[tuple[int, frozenset[str]], types.ListToolsResult] = {}
         self._calls: set[asyncio.Task[ToolResult]] = set()  # in flight, for a clean shutdown
         self._closing = False
+        self._validators: dict[int, tuple[Mapping[str, Any], Any]] = {}  # by output schema
         self._loop: asyncio.AbstractEventLoop | None = None
         self._notifying: asyncio.Task[None] | None = None
         self._again = False
@@ -146,9 +148,28 @@ class McpServer:
                 await asyncio.wait(pending)
 
     # --- connections and change notifications ------------------------------------------------
+    @property
+    def sessions(self) -> int:
+        """How many session-based connections are open (2026-07-28 clients hold none)."""
+        return len(self._sessions)
+
     async def _joined(self, ctx: ServerRequestContext[Any], params: Any) -> None:
-        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            self._sessions[id(ctx.session)] = ctx.session
+        """A session-based client finished its handshake: notify it until it leaves.
+
+        The SDK hands handlers a per-request session object; the connection behind
+        it is the identity (a repeated ``initialized`` must not mean two entries),
+        and its exit stack is the one place that hears of a disconnect. A send to a
+        closed HTTP session does not fail, so without it the entries would pile up.
+        """
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
+        connection = getattr(ctx.session, "_connection", None)  # no public way in mcp 2.3
+        key = id(connection if connection is not None else ctx.session)
+        if key in self._sessions:
+            return
+        self._sessions[key] = ctx.session
+        if connection is not None:
+            connection.exit_stack.callback(self._sessions.pop, key, None)
 
     def _changed(self, change: RegistryChange) -> None:
         """Called by the registry, in whatever thread applied the change."""
@@ -222,7 +243,64 @@ class McpServer:
             raise
         if task.cancelled():
             return _error(f"tool {params.name!r} was cancelled: the server is shutting down")
-        return _to_mcp_result(task.result(), info)
+        return self._result(task.result(), info)
+
+    def _result(self, result: ToolResult, info: ToolInfo | None) -> types.CallToolResult:
+        """The MCP form of a result: text, plus structured content when there is an output schema.
+
+        Structured content is checked against the schema first: the official client
+        raises on a mismatch, so a tool whose return breaks its own annotation gets
+        an error result that says so instead.
+        """
+        if result.error is not None and result.error.code == "permission_denied":
+            # The in-process advice (host.permissions.grant) means nothing to an MCP caller.
+            missing = " ".join(f"--grant {p}" for p in result.error.details.get("missing", ()))
+            return _error(
+                f"Error (permission_denied): tool {result.tool!r} needs permissions this caller "
+                f"is not granted; the server's operator can add {missing} or grant them to "
+                "this caller's token"
+            )
+        if not result.success:
+            return _error(result.content)
+        schema = info.output_schema if info is not None else None
+        if schema is None:
+            return types.CallToolResult(content=[_text(result.output)])
+        wrapped = _wrapped(schema)
+        structured = {"result": _value(result, schema)} if wrapped else result.data
+        if result.truncated and structured is None:
+            return _error(
+                f"Error (tool_error): tool {result.tool!r} returned more than the host's "
+                "max_output allows, and structured content cannot be cut; return less, or "
+                "raise PluginHost(max_output=...)"
+            )
+        problem = self._mismatch(schema, structured)
+        if problem is not None:
+            if wrapped:  # the path and value of the wrapper would only confuse
+                problem = f"it wants {json.dumps(schema['properties']['result'])[:200]}"
+            shown = result.output if len(result.output) <= 80 else result.output[:80] + "..."
+            return _error(
+                f"Error (tool_error): tool {result.tool!r} returned {shown!r}, which does not "
+                f"match its output schema ({problem}); fix its return annotation or what it "
+                "returns"
+            )
+        text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+        return types.CallToolResult(content=[_text(text)], structured_content=structured)
+
+    def _mismatch(self, schema: Mapping[str, Any], value: Any) -> str | None:
+        """Why ``value`` breaks ``schema``, or None; validators are kept per schema."""
+        entry = self._validators.get(id(schema))
+        if entry is None or entry[0] is not schema:
+            if len(self._validators) > 1024:
+                self._validators.clear()
+            validator = jsonschema.validators.validator_for(schema)(schema)
+            entry = self._validators[id(schema)] = (schema, validator)
+        if not isinstance(value, dict):
+            return "no JSON object to send"
+        error = jsonschema.exceptions.best_match(entry[1].iter_errors(value))
+        if error is None:
+            return None
+        where = "".join(f"[{p!r}]" for p in error.absolute_path) or "the value"
+        return f"{where}: {error.message[:200]}"
 
     async def _streamed(
         self, ctx: ServerRequestContext[Any], name: str, arguments: Any, session: str
@@ -255,31 +333,12 @@ def _wants_progress(ctx: ServerRequestContext[Any]) -> bool:
     return bool(meta) and meta.get("progress_token") is not None  # type: ignore[union-attr]
 
 
+def _text(text: str) -> types.TextContent:
+    return types.TextContent(type="text", text=text)
+
+
 def _error(message: str) -> types.CallToolResult:
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=message)], is_error=True
-    )
-
-
-def _to_mcp_result(result: ToolResult, info: ToolInfo | None) -> types.CallToolResult:
-    if result.error is not None and result.error.code == "permission_denied":
-        # The in-process advice (host.permissions.grant) means nothing to an MCP caller.
-        missing = " ".join(f"--grant {p}" for p in result.error.details.get("missing", ()))
-        return _error(
-            f"Error (permission_denied): tool {result.tool!r} needs permissions this caller "
-            f"is not granted; the server's operator can add {missing} or grant them to this "
-            "caller's token"
-        )
-    if not result.success:
-        return _error(result.content)
-    schema = info.output_schema if info is not None else None
-    if schema is None:
-        return types.CallToolResult(content=[types.TextContent(type="text", text=result.output)])
-    structured = {"result": _value(result, schema)} if _wrapped(schema) else result.data
-    text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], structured_content=structured
-    )
+    return types.CallToolResult(content=[_text(message)], is_error=True)
 
 
 def _wrapped(schema: Mapping[str, Any]) -> bool:
@@ -292,7 +351,10 @@ def _wrapped(schema: Mapping[str, Any]) -> bool:
 
 
 def _value(result: ToolResult, schema: Mapping[str, Any]) -> Any:
-    """The return value as JSON: a string return lives in ``output``, not ``data``."""
-    if schema["properties"]["result"].get("type") == "string":
-        return result.output
-    return result.data
+    """The return value as JSON: a string return lives in ``output``, binary as base64."""
+    if schema["properties"]["result"].get("type") != "string":
+        return result.data
+    data = result.data
+    if isinstance(data, dict) and data.get("type") == "bytes":
+        return data["base64"]
+    return result.output

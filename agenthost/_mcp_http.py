@@ -189,11 +189,13 @@ async def serve_http(
     *,
     tokens: Mapping[str, Caller] | None = None,
     ready: Callable[[str], None] = lambda url: None,
+    stop: asyncio.Event | None = None,
     grace: float = GRACE,
 ) -> None:
-    """Serve ``server`` at ``http://host:port/mcp`` until SIGINT/SIGTERM or :meth:`stop`.
+    """Serve ``server`` at ``http://host:port/mcp`` until SIGINT/SIGTERM or ``stop`` is set.
 
     ``ready`` gets the URL once the port is bound (port 0 picks a free one).
+    Stopping drains first: calls in flight get ``grace`` seconds, then an error result.
     """
     if tokens is None and not is_loopback(host):
         raise ValueError(f"refusing to serve {host} without tokens")
@@ -206,30 +208,33 @@ async def serve_http(
     app = server.server.streamable_http_app(
         streamable_http_path="/mcp", host=host, auth=auth, token_verifier=verifier
     )
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind((host, port))
-    listener.listen(2048)
     loop = asyncio.get_running_loop()
-
-    async def stop() -> None:
-        await server.drain(grace)
-        web.should_exit = True
-
-    def on_stop() -> None:
-        loop.call_soon_threadsafe(lambda: stop_tasks.add(asyncio.ensure_future(stop())))
-
-    stop_tasks: set[asyncio.Task[None]] = set()
+    stopping = stop if stop is not None else asyncio.Event()
     config = uvicorn.Config(
         app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1, access_log=False
     )
-    web = _Uvicorn(config, on_stop)
-    bound_host, bound_port = listener.getsockname()[:2]
-    shown = f"[{bound_host}]" if family == socket.AF_INET6 else bound_host
-    async with server.running():
-        ready(f"http://{shown}:{bound_port}/mcp")
-        try:
-            await web.serve(sockets=[listener])
-        finally:
-            listener.close()
+
+    def on_signal() -> None:
+        loop.call_soon_threadsafe(stopping.set)
+
+    web = _Uvicorn(config, on_signal)
+
+    async def stop_when_asked() -> None:
+        await stopping.wait()
+        await server.drain(grace)
+        web.should_exit = True
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(2048)
+        bound_host, bound_port = listener.getsockname()[:2]
+        shown = f"[{bound_host}]" if family == socket.AF_INET6 else bound_host
+        async with server.running():
+            watcher = asyncio.ensure_future(stop_when_asked())
+            ready(f"http://{shown}:{bound_port}/mcp")
+            try:
+                await web.serve(sockets=[listener])
+            finally:
+                watcher.cancel()

@@ -307,3 +307,37 @@ def test_fifty_rewrites_under_load_fail_no_call(tmp_path: Path) -> None:
     assert failures == []
     assert len(answers) > 200
     assert {f"HI{n}" for n in range(1, 51)} <= set(answers)
+
+
+def test_sessions_are_forgotten_when_their_clients_leave(tmp_path: Path) -> None:
+    """In-process, to count the server's sessions; `stop` ends the server like a signal."""
+    from agenthost import PluginHost
+    from agenthost._mcp import McpServer
+    from agenthost._mcp_http import serve_http
+
+    server = McpServer(PluginHost(_plugins(tmp_path), watch=False))
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        serving = asyncio.ensure_future(
+            serve_http(server, "127.0.0.1", 0, ready=ready.set_result, stop=stop)
+        )
+        url = await ready
+
+        async def count(expected: int) -> None:
+            async def reached() -> bool:
+                return server.sessions == expected
+
+            await eventually(reached, f"{expected} open sessions")
+
+        for _ in range(3):
+            async with connect(url, "legacy") as (client, _), connect(url, MODERN) as (new, _):
+                await client.list_tools()
+                await new.list_tools()
+                await count(1)  # the 2026-07-28 client holds no session
+            await count(0)
+        stop.set()
+        await asyncio.wait_for(serving, LIVENESS)
+
+    asyncio.run(scenario())
