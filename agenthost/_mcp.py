@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 import jsonschema
@@ -90,9 +90,10 @@ class McpServer:
         )
         self._sessions: dict[int, ServerSession] = {}  # session-based connections, by id
         self._listings: dict[tuple[int, frozenset[str]], types.ListToolsResult] = {}
-        self._calls: set[asyncio.Task[ToolResult]] = set()  # in flight, for a clean shutdown
+        self._calls: set[asyncio.Task[Any]] = set()  # handlers inside a tool call
+        self._drained: set[asyncio.Task[Any]] = set()  # cancelled by drain(), not by a client
         self._closing = False
-        self._validators: dict[int, tuple[Mapping[str, Any], Any]] = {}  # by output schema
+        self._validators: dict[int, tuple[Mapping[str, Any], Any, Any]] = {}  # by output schema
         self._loop: asyncio.AbstractEventLoop | None = None
         self._notifying: asyncio.Task[None] | None = None
         self._again = False
@@ -140,12 +141,15 @@ class McpServer:
         A cancelled call still answers its client, with an error result saying why.
         """
         self.close()
-        if self._calls:
-            _, pending = await asyncio.wait(set(self._calls), timeout=grace)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending)
+        if not self._calls:
+            return
+        await asyncio.wait(set(self._calls), timeout=grace)
+        late = set(self._calls)  # still inside the tool: the rest are writing their answer
+        for task in late:
+            self._drained.add(task)
+            task.cancel()
+        if late:
+            await asyncio.wait(late, timeout=grace)
 
     # --- connections and change notifications ------------------------------------------------
     @property
@@ -222,28 +226,32 @@ class McpServer:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        name = params.name
         if self._closing:
-            return _error(f"tool {params.name!r} was not run: the server is shutting down")
-        info = next((t for t in self.host.tools() if t.name == params.name), None)
+            return _error(f"tool {name!r} was not run: the server is shutting down")
+        info = self.host.tool(name)
         if info is not None and info.definition_only:
-            return _error(f"tool {params.name!r} is run by in-process clients, not over MCP")
+            return _error(f"tool {name!r} is run by in-process clients, not over MCP")
         arguments = params.arguments or {}
         session = _caller()
-        if info is not None and info.definition.kind in _STREAMING and _wants_progress(ctx):
-            call = self._streamed(ctx, params.name, arguments, session)
-        else:
-            call = self.host.aexecute(params.name, arguments, session=session)
-        task = asyncio.ensure_future(call)
+        # The handler's own task is what a drain cancels: no extra task on every call.
+        task = asyncio.current_task()
+        assert task is not None
         self._calls.add(task)
-        task.add_done_callback(self._calls.discard)
         try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError:  # the client cancelled: so does the call
-            task.cancel()
-            raise
-        if task.cancelled():
-            return _error(f"tool {params.name!r} was cancelled: the server is shutting down")
-        return self._result(task.result(), info)
+            if info is not None and info.definition.kind in _STREAMING and _wants_progress(ctx):
+                result = await self._streamed(ctx, name, arguments, session)
+            else:
+                result = await self.host.aexecute(name, arguments, session=session)
+        except asyncio.CancelledError:
+            if task not in self._drained:
+                raise  # the client cancelled the call
+            if sys.version_info >= (3, 11):
+                task.uncancel()
+            return _error(f"tool {name!r} was cancelled: the server is shutting down")
+        finally:
+            self._calls.discard(task)
+        return self._result(result, info)
 
     def _result(self, result: ToolResult, info: ToolInfo | None) -> types.CallToolResult:
         """The MCP form of a result: text, plus structured content when there is an output schema.
@@ -287,15 +295,21 @@ class McpServer:
         return types.CallToolResult(content=[_text(text)], structured_content=structured)
 
     def _mismatch(self, schema: Mapping[str, Any], value: Any) -> str | None:
-        """Why ``value`` breaks ``schema``, or None; validators are kept per schema."""
+        """Why ``value`` breaks ``schema``, or None; checks are built once per schema."""
         entry = self._validators.get(id(schema))
         if entry is None or entry[0] is not schema:
             if len(self._validators) > 1024:
                 self._validators.clear()
             validator = jsonschema.validators.validator_for(schema)(schema)
-            entry = self._validators[id(schema)] = (schema, validator)
+            entry = self._validators[id(schema)] = (schema, validator, _quick_check(schema))
         if not isinstance(value, dict):
             return "no JSON object to send"
+        quick = entry[2]
+        if quick is not None:
+            if quick(value):
+                return None
+        elif entry[1].is_valid(value):
+            return None
         error = jsonschema.exceptions.best_match(entry[1].iter_errors(value))
         if error is None:
             return None
@@ -348,6 +362,27 @@ def _wrapped(schema: Mapping[str, Any]) -> bool:
         and list(schema["properties"]) == ["result"]
         and list(schema["required"]) == ["result"]
     )
+
+
+_SCALARS: dict[str, tuple[type, ...]] = {
+    "integer": (int,),
+    "number": (int, float),
+    "string": (str,),
+    "boolean": (bool,),
+}
+
+
+def _quick_check(schema: Mapping[str, Any]) -> Callable[[dict[str, Any]], bool] | None:
+    """A type test for the common ``{"result": <scalar>}`` wrapper: jsonschema costs 6 µs."""
+    if not _wrapped(schema):
+        return None
+    inner = schema["properties"]["result"]
+    if not isinstance(inner, Mapping) or not set(inner) <= {"type", "title", "description"}:
+        return None
+    kinds = _SCALARS.get(inner.get("type"))  # type: ignore[arg-type]
+    if kinds is None:
+        return None
+    return lambda value: type(value.get("result")) in kinds  # bool is not an integer here
 
 
 def _value(result: ToolResult, schema: Mapping[str, Any]) -> Any:

@@ -67,25 +67,27 @@ def measure_async(make: Callable[[], Any], *, repeat: int = 15, budget: float = 
     """Like :func:`measure` for a coroutine function, awaited in one running event loop."""
     import asyncio
 
-    async def run() -> Stats:
-        await make()
-        number = 1
-        while True:
-            start = time.perf_counter()
-            for _ in range(number):
-                await make()
-            if (time.perf_counter() - start) * repeat >= budget or number >= 1_000_000:
-                break
-            number *= 2
-        samples = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            for _ in range(number):
-                await make()
-            samples.append((time.perf_counter() - start) / number)
-        return Stats(samples)
+    return asyncio.run(ameasure(make, repeat=repeat, budget=budget))
 
-    return asyncio.run(run())
+
+async def ameasure(make: Callable[[], Any], *, repeat: int = 15, budget: float = 0.6) -> Stats:
+    """:func:`measure_async` inside a loop that is already running (clients connected in it)."""
+    await make()
+    number = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(number):
+            await make()
+        if (time.perf_counter() - start) * repeat >= budget or number >= 1_000_000:
+            break
+        number *= 2
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            await make()
+        samples.append((time.perf_counter() - start) / number)
+    return Stats(samples)
 
 
 def measure_once(fn: Callable[[], Any], *, repeat: int = 7) -> Stats:

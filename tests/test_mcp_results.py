@@ -43,6 +43,18 @@ def liar() -> int:
 
 
 @tool
+def truthy() -> int:
+    """Says int, returns a bool (JSON true is not an integer)."""
+    return True
+
+
+@tool
+def whole() -> float:
+    """Says float, returns an int: a JSON number either way."""
+    return 2
+
+
+@tool
 def infinite() -> float:
     """Returns inf, which JSON cannot carry."""
     return math.inf
@@ -168,6 +180,7 @@ def test_structured_results_match_their_output_schema(directory: Path, mode: str
                 "maybe": {"result": None},
                 "point": {"x": 1, "y": 2},
                 "raw": {"result": "AP8="},  # base64, as the schema's binary string
+                "whole": {"result": 2},
                 "echo": {"nested": [1, {"a": None}]},
             }
             for name, structured in expected.items():
@@ -195,6 +208,7 @@ def test_structured_results_match_their_output_schema(directory: Path, mode: str
     [
         ("liar", "returned 'abc', which does not match its output schema"),
         ("infinite", "returned 'inf'"),
+        ("truthy", "returned 'true'"),
         ("big", "more than the host's max_output"),
         ("exits", "SystemExit"),
         ("interrupts", "KeyboardInterrupt"),
