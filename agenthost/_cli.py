@@ -220,6 +220,7 @@ def _serve(args: argparse.Namespace) -> int:
         if args.tokens is not None:
             return _fail("--tokens applies to HTTP: add --http [HOST:]PORT")
         server = McpServer(_serve_host(args), grants=args.grant)
+        _freeze_libraries()
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(server.serve_stdio())
         return 0
@@ -244,12 +245,24 @@ def _serve(args: argparse.Namespace) -> int:
         who = f" for {len(tokens)} tokens" if tokens else ""
         print(f"serving MCP at {url}{who} (Ctrl-C to stop)", file=sys.stderr, flush=True)
 
+    _freeze_libraries()
     try:
         asyncio.run(serve_http(server, bind, port, tokens=tokens, ready=ready))
     except OSError as exc:
         return _fail(f"cannot listen on {args.http}: {exc.strerror or exc}")
     print("stopped", file=sys.stderr, flush=True)
     return 0
+
+
+def _freeze_libraries() -> None:
+    """Keep the collector from walking the loaded libraries on every full collection.
+
+    A 1,000-tool listing leaves enough garbage to trigger several. Plugins load
+    after this, so they stay collectable and replaced versions are still freed.
+    """
+    import gc
+
+    gc.freeze()
 
 
 def _serve_host(args: argparse.Namespace) -> PluginHost:
