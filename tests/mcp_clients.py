@@ -27,11 +27,13 @@ LIVENESS = 10.0  # seconds: generous bounds for a notification, a reload or a st
 MODERN = "2026-07-28"
 
 CALC = '''
+import os
 import time
 
 from agenthost import tool
 
 print("a plugin printing at import must not corrupt stdio")
+os.write(1, b"nor raw bytes written to fd 1\\n")
 
 
 @tool

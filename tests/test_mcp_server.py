@@ -183,6 +183,7 @@ def test_the_server_exits_0_when_stdin_closes(tmp_path: Path) -> None:
     assert finished.returncode == 0, finished.stderr.decode()
     assert finished.stdout == b""  # the plugin's print went to stderr
     assert b"must not corrupt stdio" in finished.stderr
+    assert b"nor raw bytes written to fd 1" in finished.stderr
     assert b"loaded   calc" in finished.stderr  # the watch event lines, on stderr
 
 
