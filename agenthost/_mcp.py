@@ -6,7 +6,7 @@ outside any request: session-based clients (2025-06-18, 2025-11-25) get
 get a ``ToolsListChanged`` event on the ``subscriptions/listen`` streams they
 opened (at that protocol version the SDK drops bare change notifications).
 The SDK keeps no public list of connections, so the server keeps its own: a
-connection joins when its handshake completes and leaves when a send to it fails.
+connection joins when its handshake completes and leaves when it closes.
 
 Calls go through :meth:`PluginHost.aexecute` as the session :data:`SESSION`
 (``--grant`` grants it permissions), so permissions, validation, interceptors,
@@ -192,13 +192,18 @@ class McpServer:
         while True:
             self._again = False
             await self._bus.publish(ToolsListChanged())
-            for key, session in list(self._sessions.items()):
-                try:
-                    await session.send_tool_list_changed()
-                except Exception:  # noqa: BLE001 - the client went away: forget it
-                    self._sessions.pop(key, None)
+            # All at once, each bounded: a client that reads slowly delays nobody else.
+            await asyncio.gather(*(self._tell(k, s) for k, s in list(self._sessions.items())))
             if not self._again:
                 return
+
+    async def _tell(self, key: int, session: ServerSession) -> None:
+        try:
+            await asyncio.wait_for(session.send_tool_list_changed(), _SEND_LIMIT)
+        except asyncio.TimeoutError:
+            pass  # a stalled client: it will list again when it catches up
+        except Exception:  # noqa: BLE001 - the client went away: forget it
+            self._sessions.pop(key, None)
 
     # --- tools/list and tools/call -----------------------------------------------------------
     async def _list_tools(
@@ -251,7 +256,12 @@ class McpServer:
             return _error(f"tool {name!r} was cancelled: the server is shutting down")
         finally:
             self._calls.discard(task)
-        return self._result(result, info)
+        answer = self._result(result, info)
+        if result.success and (info is None or answer.is_error):
+            latest = self.host.tool(name)  # a reload during the call: describe the new version
+            if latest is not None and latest is not info:
+                answer = self._result(result, latest)
+        return answer
 
     def _result(self, result: ToolResult, info: ToolInfo | None) -> types.CallToolResult:
         """The MCP form of a result: text, plus structured content when there is an output schema.
@@ -334,6 +344,7 @@ class McpServer:
 
 
 _STREAMING = frozenset({"generator", "async_generator"})
+_SEND_LIMIT = 5.0  # seconds a change notification may take to reach one session
 
 
 def _caller() -> str:

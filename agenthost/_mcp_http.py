@@ -63,11 +63,16 @@ class _Entry(BaseModel):
 def load_tokens(path: Path) -> dict[str, Caller]:
     """Read a token file: ``{"<token>": {"session": "alice", "grants": ["fs.read"]}}``."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique)
     except OSError as exc:
         raise TokenError(f"cannot read token file {path}: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TokenError(f"token file {path} is not JSON: {exc}") from None
+    except _Repeated as exc:
+        raise TokenError(
+            f"token file {path} lists {exc.args[0]!r} twice; which entry should count is "
+            "anyone's guess: keep one"
+        ) from None
     if not isinstance(raw, dict) or not raw:
         raise TokenError(
             f'token file {path} must be a JSON object of tokens, e.g. {{"<token>": {{"session": '
@@ -93,6 +98,21 @@ def load_tokens(path: Path) -> dict[str, Caller]:
             raise TokenError(f"{where}: grants must be non-empty permission names")
         callers[token] = Caller(parsed.session, frozenset(parsed.grants))
     return callers
+
+
+class _Repeated(Exception):
+    pass
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different (a repeated token is refused)."""
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            shown = key if len(key) < _MIN_TOKEN else key[:4] + "..."  # never a whole token
+            raise _Repeated(shown)
+        seen[key] = value
+    return seen
 
 
 def _session_hint(entry: Any) -> str:
@@ -197,7 +217,7 @@ async def serve_http(
     ``ready`` gets the URL once the port is bound (port 0 picks a free one).
     Stopping drains first: calls in flight get ``grace`` seconds, then an error result.
     """
-    if tokens is None and not is_loopback(host):
+    if not tokens and not is_loopback(host):
         raise ValueError(f"refusing to serve {host} without tokens")
     verifier = _TokenTable(tokens) if tokens else None
     auth = (

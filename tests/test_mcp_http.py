@@ -205,6 +205,7 @@ def test_a_non_loopback_bind_without_tokens_is_refused(
         (json.dumps({ALICE: {"session": "a", "grant": ["x"]}}), "grant: Extra inputs"),
         (json.dumps({ALICE: {"session": "a", "grants": [""]}}), "non-empty permission"),
         (json.dumps({ALICE: "alice"}), "entry for session (none)"),
+        (f'{{"{ALICE}": {{"session": "a"}}, "{ALICE}": {{"session": "b"}}}}', "'alic...' twice"),
     ],
 )
 def test_a_bad_token_file_is_refused_with_the_fix(
