@@ -32,10 +32,10 @@ $(VENV)/.stamp-run: pyproject.toml | $(BIN)/python
 	$(PIP) -e .
 	touch $@
 
-$(VENV)/.stamp-dev: pyproject.toml | $(BIN)/python
-	$(PIP) -e '.[dev,otel]'
+$(VENV)/.stamp-dev: pyproject.toml constraints-dev.txt | $(BIN)/python
+	$(PIP) -c constraints-dev.txt -e '.[dev,otel]'
 	touch $@
 
-$(VENV)/.stamp-bench: pyproject.toml | $(BIN)/python
-	$(PIP) -e '.[dev,otel,bench]'
+$(VENV)/.stamp-bench: pyproject.toml constraints-dev.txt | $(BIN)/python
+	$(PIP) -c constraints-dev.txt -e '.[dev,otel,bench]'
 	touch $@

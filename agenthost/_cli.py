@@ -39,7 +39,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from agenthost import ToolContext, tool
+from agenthost import tool
 
 __version__ = "0.1.0"
 
@@ -62,6 +62,8 @@ def {name}_echo(
 
 # Options: @tool(name=..., permissions={{"http.get"}}, timeout=10, read_only=True, ...)
 # A parameter annotated ToolContext receives the call's context and is never in the schema:
+#
+# from agenthost import ToolContext
 #
 # @tool(permissions={{"fs.read"}}, timeout=5)
 # def read_note(path: str, ctx: ToolContext) -> str:
@@ -95,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     directory(watch)
     watch.add_argument("--json", action="store_true", help="one JSON object per event")
     watch.add_argument("--debounce", type=float, metavar="MS", help="debounce window in ms")
+    watch.add_argument("--create", action="store_true", help="create the directory if missing")
 
     listing = commands.add_parser("list", help="load a directory and list its plugins and tools")
     directory(listing)
@@ -155,6 +158,14 @@ def _parser() -> argparse.ArgumentParser:
     directory(schema)
     schema.add_argument("--format", choices=FORMATS, default="openai")
     schema.add_argument("--strict", action="store_true", help="OpenAI strict mode")
+    for sub in commands.choices.values():  # `agenthost list -v` as well as `agenthost -v list`
+        sub.add_argument(
+            "-v",
+            "--verbose",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="log debug details to stderr",
+        )
     return parser
 
 
@@ -167,14 +178,54 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     logger.remove()
     logger.add(
-        sys.stderr, level="DEBUG" if args.verbose else "WARNING", format="{level}: {message}"
+        sys.stderr,
+        level="DEBUG" if getattr(args, "verbose", False) else "WARNING",
+        format="{level}: {message}",
     )
     logger.enable("agenthost")
     try:
         command: Callable[[argparse.Namespace], int] = _COMMANDS[args.command]
+        if args.command in _NEEDS_DIRECTORY and not _directory_ready(args):
+            return 2
         return command(args)
+    except BrokenPipeError:  # `agenthost list | head`: the reader left, nothing to report
+        _silence_stdout()
+        return 0
     finally:
         logger.disable("agenthost")
+
+
+_NEEDS_DIRECTORY = frozenset({"watch", "list", "schema", "serve"})
+
+
+def _directory_ready(args: argparse.Namespace) -> bool:
+    """A missing or mistyped directory is an error, never an empty success."""
+    directory = Path(args.dir)
+    if directory.is_dir():
+        return True
+    if directory.exists():
+        print(f"agenthost {args.command}: {directory} is a file, not a directory", file=sys.stderr)
+        return False
+    if getattr(args, "create", False):
+        directory.mkdir(parents=True)
+        print(f"created {directory}", file=sys.stderr)
+        return True
+    hint = " (or pass --create)" if args.command == "watch" else ""
+    print(
+        f"agenthost {args.command}: no directory {directory} here ({Path.cwd()}); "
+        f"create it with `mkdir {directory}`{hint}, or name another",
+        file=sys.stderr,
+    )
+    return False
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    import os
+
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 # --- serve ---------------------------------------------------------------------------------------
@@ -214,8 +265,6 @@ def _serve(args: argparse.Namespace) -> int:
 
     from agenthost._mcp_http import is_loopback, readable_by_others
 
-    if not Path(args.dir).is_dir():
-        return _fail(f"{args.dir} is not a directory")
     if args.http is None:
         if args.tokens is not None:
             return _fail("--tokens applies to HTTP: add --http [HOST:]PORT")

@@ -135,6 +135,14 @@ class PluginHost:
             if self._started:
                 return self
             self._started = True
+            logger.debug(
+                "starting: directory {}, {}, cache {}",
+                self.directory,
+                f"watching (debounce {self.debounce * 1000:g} ms)"
+                if self._watch
+                else "no watching",
+                self.cache_dir,
+            )
             prune_cache(self.cache_dir)
             if self._watch and self.directory is not None:
                 # Its events wait for this lock; a key already loaded with the same content
@@ -323,6 +331,7 @@ class PluginHost:
             return {}
         if ALL in keys:
             present = plugin_sources(directory)
+            logger.debug("scanned {}: {} plugin entries", directory, len(present))
             return {key: present.get(key) for key in sorted({*present, *known})}
         return {key: source_at(directory, key) for key in sorted(keys)}
 
@@ -351,6 +360,15 @@ class PluginHost:
 
     def _emit(self, events: list[PluginEvent]) -> None:
         for event in events:
+            logger.debug(
+                "{} {} ({}): {} tools, {:.1f} ms{}",
+                event.kind,
+                event.plugin,
+                event.path,
+                event.tools,
+                event.duration_ms,
+                f", {event.message}" if event.message else "",
+            )
             for listener in list(self._listeners):
                 try:
                     listener(event)

@@ -145,6 +145,15 @@ def test_new_writes_a_template_that_loads_and_passes_check(
         f"{target} exists; choose another name\n",
     )
     assert run(capsys, "new", "not-valid", "--dir", str(plugin_dir))[0] == 2
+    config = Path(__file__).parent.parent / "pyproject.toml"
+    for ruff in (["check"], ["format", "--check"]):  # the project's own rules, on the template
+        linted = subprocess.run(
+            [sys.executable, "-m", "ruff", *ruff, "--config", str(config), str(target)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert linted.returncode == 0, linted.stdout
 
 
 def test_schema_prints_provider_definitions(
@@ -313,3 +322,137 @@ def test_call_usage_errors_exit_2(
     write(tmp_path / "plugins" / "math_tools.py", GOOD)
     code, out = run(capsys, "call", "add", '{"a": 1, "b": 1}')  # DIR defaults to ./plugins
     assert (code, json.loads(out)["output"]) == (0, "2")
+
+
+@pytest.mark.parametrize("command", ["list", "schema", "watch", "serve"])
+def test_a_missing_directory_is_an_error_not_an_empty_success(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "plugnis"
+    assert main([command, str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"no directory {missing}" in err
+    assert f"mkdir {missing}" in err
+    afile = write(tmp_path / "plugins.py", "x = 1\n")
+    assert main([command, str(afile)]) == 2
+    assert "is a file, not a directory" in capsys.readouterr().err
+
+
+def test_call_refuses_a_missing_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["call", str(tmp_path / "nowhere"), "add", "{}"]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+
+
+def test_watch_create_makes_the_directory(tmp_path: Path) -> None:
+    directory = tmp_path / "new" / "plugins"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agenthost", "watch", str(directory), "--create"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        assert process.stderr is not None
+        lines = []
+        for line in process.stderr:
+            lines.append(line)
+            if line.startswith("watching"):
+                break
+        assert f"created {directory}\n" in lines
+        assert directory.is_dir()
+    finally:
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=20)
+        if process.stderr is not None:
+            process.stderr.close()
+    assert code == 0
+
+
+def test_verbose_works_after_the_command_name(
+    plugin_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["list", str(plugin_dir), "-v"]) == 0
+    after = capsys.readouterr().err
+    assert "DEBUG" in after
+    assert main(["-v", "list", str(plugin_dir)]) == 0
+    assert "DEBUG" in capsys.readouterr().err
+    assert main(["list", str(plugin_dir)]) == 0
+    assert "DEBUG" not in capsys.readouterr().err
+
+
+def test_a_closed_pipe_exits_quietly(plugin_dir: Path) -> None:
+    reader = subprocess.Popen(["head", "-c", "1"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    writer = subprocess.run(
+        [sys.executable, "-m", "agenthost", "schema", str(plugin_dir), "--format", "anthropic"],
+        stdout=reader.stdin,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        timeout=60,
+        check=False,
+    )
+    assert reader.stdin is not None
+    reader.stdin.close()
+    reader.wait(timeout=10)
+    assert writer.stderr == b""
+    assert writer.returncode == 0
+
+
+def test_the_package_is_typed_for_plugin_authors(tmp_path: Path) -> None:
+    """py.typed ships, so mypy checks calls to @tool functions instead of skipping agenthost."""
+    import importlib.resources
+
+    assert importlib.resources.files("agenthost").joinpath("py.typed").is_file()
+    source = write(
+        tmp_path / "typed_plugin.py",
+        """
+        from agenthost import tool
+
+
+        @tool
+        def add(a: int, b: int) -> int:
+            \"\"\"Add.\"\"\"
+            return a + b
+
+
+        total: int = add(1, 2)
+        wrong: str = add(1, 2)
+        """,
+    )
+    checked = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert "typed_plugin.py:11: error: Incompatible types in assignment" in checked.stdout
+    assert "import-untyped" not in checked.stdout
+    assert "untyped-decorator" not in checked.stdout
+    assert "Found 1 error" in checked.stdout
+
+
+def test_dev_tools_are_pinned_and_installed_as_pinned() -> None:
+    """`make test` installs with the constraints file, so lint and type checks do not drift."""
+    import importlib.metadata
+
+    root = Path(__file__).parent.parent
+    assert "-c constraints-dev.txt" in (root / "Makefile").read_text()
+    pins = dict(
+        line.split("==")
+        for line in (root / "constraints-dev.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    assert {"ruff", "mypy", "pytest", "hypothesis"} <= set(pins)
+    for name, version in pins.items():
+        assert importlib.metadata.version(name) == version, name

@@ -191,7 +191,7 @@ def test_serve_refuses_a_missing_directory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["serve", str(tmp_path / "nowhere")]) == 2
-    assert "is not a directory" in capsys.readouterr().err
+    assert "no directory" in capsys.readouterr().err
 
 
 def test_without_the_mcp_sdk_serve_says_how_to_install_it(
