@@ -22,7 +22,7 @@ from loguru import logger
 from agenthost._compat import check_compatibility
 from agenthost._exporters import FORMATS
 from agenthost._host import PluginHost
-from agenthost._loader import LoadFailure, load_source, source_at
+from agenthost._loader import LoadFailure, load_source, not_loaded, source_at
 from agenthost._registry import PluginEvent, PluginInfo
 
 __all__ = ["main"]
@@ -425,9 +425,14 @@ def _list(args: argparse.Namespace) -> int:
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
         print("  ".join([*cells, row[4]]))
-    for plugin in plugins:
-        if plugin.error:
-            print(f"\n{plugin.name}: {plugin.error}")
+    for plugin in plugins:  # what is wrong, not only the status word
+        notes = [*([f"error: {plugin.error}"] if plugin.error else [])]
+        notes += [f"problem: {problem}" for problem in plugin.problems]
+        notes += [f"warning: {warning}" for warning in plugin.warnings]
+        if notes:
+            print(f"\n{plugin.name}:")
+            for note in notes:
+                print(f"  {note}")
     return 0
 
 
@@ -486,7 +491,8 @@ def _check(args: argparse.Namespace) -> int:
     path = Path(args.path).absolute()
     source = source_at(path.parent, path.name)
     if source is None:
-        print(f"{path}: not a plugin (a .py file, a folder with __init__.py, or a .whl)")
+        reason = not_loaded(path.parent, path.name)
+        print(reason or f"{path}: not a plugin (a .py file, a folder with __init__.py, or a .whl)")
         return 1
     with tempfile.TemporaryDirectory(prefix="agenthost-check-") as scratch:
         result = load_source(source, Path(scratch), hooks=False)
@@ -497,7 +503,12 @@ def _check(args: argparse.Namespace) -> int:
             return 1
         try:
             return _report(
-                result.name, result.version, result.definitions, result.problems, args.json
+                result.name,
+                result.version,
+                result.definitions,
+                result.problems,
+                args.json,
+                warnings=result.warnings,
             )
         finally:
             result.retire()
@@ -509,6 +520,8 @@ def _report(
     definitions: Sequence[Any],
     problems: Sequence[str],
     as_json: bool,
+    *,
+    warnings: Sequence[str] = (),
 ) -> int:
     findings = [f for d in definitions for f in check_compatibility(d)]
     failed = bool(problems) or any(f.severity == "error" for f in findings)
@@ -519,6 +532,7 @@ def _report(
             "ok": not failed,
             "tools": [{"name": d.name, "input_schema": d.input_schema} for d in definitions],
             "problems": list(problems),
+            "warnings": list(warnings),
             "findings": [
                 {"severity": f.severity, "provider": f.provider, "tool": f.tool,
                  "message": f.message, "file": f.file, "line": f.line}
@@ -534,6 +548,8 @@ def _report(
         print(f"  {definition.name}({parameters}): {definition.description or '(no description)'}")
     for problem in problems:
         print(f"error: {problem}")
+    for warning in warnings:
+        print(f"warning: {warning}")
     for finding in findings:
         print(finding)
     print("FAILED" if failed else "OK")

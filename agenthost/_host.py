@@ -27,6 +27,7 @@ from agenthost._loader import (
     last_change,
     load_installed,
     load_source,
+    not_loaded,
     plugin_sources,
     read_source,
     source_at,
@@ -332,8 +333,11 @@ class PluginHost:
         if ALL in keys:
             present = plugin_sources(directory)
             logger.debug("scanned {}: {} plugin entries", directory, len(present))
+            _warn_lookalikes(directory, _entries(directory) - set(present))
             return {key: present.get(key) for key in sorted({*present, *known})}
-        return {key: source_at(directory, key) for key in sorted(keys)}
+        targets = {key: source_at(directory, key) for key in sorted(keys)}
+        _warn_lookalikes(directory, {key for key, source in targets.items() if source is None})
+        return targets
 
     def _apply(self, loads: list[Load], removals: list[str]) -> RegistryChange:
         if not loads and not removals:
@@ -374,6 +378,21 @@ class PluginHost:
                     listener(event)
                 except Exception:  # noqa: BLE001 - a listener's bug must not stop loading
                     logger.exception("plugin event listener {!r} failed", listener)
+
+
+def _entries(directory: Path) -> set[str]:
+    try:
+        return {entry.name for entry in directory.iterdir()}
+    except OSError:
+        return set()
+
+
+def _warn_lookalikes(directory: Path, names: set[str]) -> None:
+    """Say why entries that look like plugins are not loaded (``my-tools.py``, no __init__.py)."""
+    for name in sorted(names):
+        reason = not_loaded(directory, name)
+        if reason is not None:
+            logger.warning("{}", reason)
 
 
 def _merge(first: RegistryChange, second: RegistryChange) -> RegistryChange:

@@ -18,6 +18,8 @@ import asyncio
 import hashlib
 import inspect
 import os
+import re
+import sys
 import threading
 import time
 import traceback
@@ -50,6 +52,7 @@ __all__ = [
     "last_change",
     "load_installed",
     "load_source",
+    "not_loaded",
     "plugin_sources",
     "read_source",
     "source_at",
@@ -111,6 +114,44 @@ def source_at(directory: Path, key: str) -> Source | None:
     if path.is_dir() and (path / "__init__.py").is_file() and key.isidentifier():
         return Source(key, path, "package")
     return None
+
+
+def not_loaded(directory: Path, key: str) -> str | None:
+    """Why an entry that looks like a plugin is not one, with the fix; None if it is not close.
+
+    ``my-tools.py`` or a folder of modules without ``__init__.py`` would otherwise be
+    skipped without a word while its author waits for tools that never come.
+    """
+    if is_ignored(key):
+        return None
+    path = directory / key
+    if key.endswith(".py") and path.is_file() and not key[:-3].isidentifier():
+        fixed = _identifier(key[:-3])
+        return f"{key} is not loaded: its name is not a Python module name; rename it {fixed}.py"
+    if path.is_dir() and any(child.suffix == ".py" for child in _children(path)):
+        if not (path / "__init__.py").is_file():
+            return (
+                f"{key}/ is not loaded: a package folder needs an __init__.py; create "
+                f"{key}/__init__.py (it may be empty, or import the modules with tools)"
+            )
+        if not key.isidentifier():
+            return (
+                f"{key}/ is not loaded: its name is not a Python package name; rename it "
+                f"{_identifier(key)}/"
+            )
+    return None
+
+
+def _identifier(name: str) -> str:
+    fixed = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return f"_{fixed}" if not fixed or fixed[0].isdigit() else fixed
+
+
+def _children(path: Path) -> list[Path]:
+    try:
+        return list(path.iterdir())
+    except OSError:
+        return []
 
 
 def plugin_sources(directory: Path) -> dict[str, Source]:
@@ -358,6 +399,8 @@ def _load_source(
     definitions, problems = _define(targets)
     version, warnings = _module_version(imported[0]) if wheel is None else (wheel.version, [])
     warnings = _definition_warnings(definitions) + _provider_warnings(definitions) + warnings
+    if source.kind != "module":
+        warnings += _unimported(snapshot, namespace, tops)
     warnings += _run_hooks(_hooks(imported, "on_load") if hooks else [], hook_timeout)
     return PluginVersion(
         name=name,
@@ -442,6 +485,32 @@ def _run_hooks(hooks: Iterable[Any], timeout: float) -> list[str]:
     ]
 
 
+_TOOL_DECORATOR = re.compile(rb"^[ \t]*@(?:agenthost\.)?tool\b", re.MULTILINE)
+
+
+def _unimported(
+    snapshot: dict[Path, bytes], namespace: Namespace, tops: dict[str, Path]
+) -> list[str]:
+    """Modules of a package with ``@tool`` functions that its import never loaded."""
+    loaded: set[Path] = set()
+    for name in namespace.module_names():
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if file:
+            loaded.add(Path(file))
+    warnings = []
+    for path, data in sorted(snapshot.items()):
+        if path.suffix != ".py" or path in loaded or not _TOOL_DECORATOR.search(data):
+            continue
+        top = next((t for t in tops.values() if path.is_relative_to(t)), None)
+        shown = path.relative_to(top.parent) if top is not None else path
+        parent = shown.parent.as_posix()
+        warnings.append(
+            f"{shown.as_posix()} has @tool functions, but nothing imports it, so they are not "
+            f"loaded; import it from {parent}/__init__.py (`from . import {path.stem}`)"
+        )
+    return warnings
+
+
 def installed_entry_points() -> list[importlib_metadata.EntryPoint]:
     """The ``agenthost.plugins`` entry points of installed distributions, by name."""
     return sorted(importlib_metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
@@ -452,7 +521,17 @@ def _targets(
 ) -> list[Any]:
     """The tool functions to define: from entry points if the wheel names objects, else modules."""
     if wheel is None or not any(attr for _, attr in wheel.entry_points):
-        return [obj for module in imported for obj in _expand(module, module.__name__)]
+        # Every module the import loaded, not only the top one: tools in `geo/extra.py`
+        # that `geo/__init__.py` imports count, whether or not it re-exports them.
+        tops = {module.__name__ for module in imported}
+        names = sorted(set(namespace.module_names()) - tops)
+        loaded = [module for module in map(sys.modules.get, names) if module is not None]
+        return [
+            obj
+            for module in [*imported, *loaded]
+            if isinstance(module, types.ModuleType)
+            for obj in _expand(module, module.__name__)
+        ]
     found: list[Any] = []
     for module_name, attr in wheel.entry_points:
         obj: Any = namespace.import_module(module_name)

@@ -51,7 +51,7 @@ def test_list_prints_a_table_and_errors(
         "add",
         str(plugin_dir / "math_tools.py"),
     ]
-    assert "broken: RuntimeError: no config" in out
+    assert "broken:\n  error: RuntimeError: no config" in out
 
 
 def test_list_json(plugin_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,146 @@
+"""Nothing goes missing silently: tools in submodules are found, look-alikes are named with the fix."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from helpers import make_wheel, wait_for, write
+from loguru import logger
+
+from agenthost import PluginHost
+from agenthost._cli import main
+
+TOOL = '''
+from agenthost import tool
+
+
+@tool
+def {name}() -> str:
+    """{name}."""
+    return "{name}"
+'''
+
+
+@pytest.fixture
+def warnings() -> Iterator[list[str]]:
+    """What the library logs at WARNING and above."""
+    lines: list[str] = []
+    logger.enable("agenthost")
+    sink = logger.add(lambda m: lines.append(m.record["message"]), level="WARNING")
+    yield lines
+    with contextlib.suppress(ValueError):  # the CLI's main() resets loguru's handlers
+        logger.remove(sink)
+    logger.disable("agenthost")
+
+
+def test_tools_in_every_module_the_package_loads_are_found(
+    plugin_dir: Path, make_host: Callable[..., PluginHost]
+) -> None:
+    write(plugin_dir / "geo" / "__init__.py", "from . import extra\nfrom .deep import inner\n")
+    write(plugin_dir / "geo" / "extra.py", TOOL.format(name="distance"))
+    write(plugin_dir / "geo" / "deep" / "__init__.py", "")
+    write(plugin_dir / "geo" / "deep" / "inner.py", TOOL.format(name="bearing"))
+    write(plugin_dir / "geo" / "unused.py", TOOL.format(name="orphan"))
+    host = make_host(plugin_dir).start()
+    assert [t.name for t in host.tools()] == ["bearing", "distance"]
+    assert host.execute("bearing").output == "bearing"
+    [geo] = host.plugins()
+    assert geo.warnings == (
+        "geo/unused.py has @tool functions, but nothing imports it, so they are not loaded; "
+        "import it from geo/__init__.py (`from . import unused`)",
+    )
+
+
+def test_a_re_exported_tool_is_defined_once(
+    plugin_dir: Path, make_host: Callable[..., PluginHost]
+) -> None:
+    write(plugin_dir / "geo" / "__init__.py", "from .extra import distance\n")
+    write(plugin_dir / "geo" / "extra.py", TOOL.format(name="distance"))
+    host = make_host(plugin_dir).start()
+    [geo] = host.plugins()
+    assert (geo.tools, geo.problems) == (("distance",), ())
+
+
+def test_a_wheel_without_entry_points_finds_tools_in_its_submodules(
+    plugin_dir: Path, make_host: Callable[..., PluginHost]
+) -> None:
+    make_wheel(
+        plugin_dir,
+        "geo-tools",
+        "1.0",
+        {
+            "geo_tools/__init__.py": "from . import extra\n",
+            "geo_tools/extra.py": TOOL.format(name="distance"),
+            "geo_tools/unused.py": TOOL.format(name="orphan"),
+        },
+    )
+    host = make_host(plugin_dir).start()
+    assert [t.name for t in host.tools()] == ["distance"]
+    [wheel] = host.plugins()
+    assert any("geo_tools/unused.py has @tool functions" in w for w in wheel.warnings)
+
+
+@pytest.mark.parametrize(
+    ("entry", "fix"),
+    [
+        ("my-tools.py", "my-tools.py is not loaded: its name is not a Python module name; "
+         "rename it my_tools.py"),
+        ("2fast.py", "rename it _2fast.py"),
+        ("loose/mod.py", "loose/ is not loaded: a package folder needs an __init__.py; "
+         "create loose/__init__.py"),
+        ("geo-kit/__init__.py", "geo-kit/ is not loaded: its name is not a Python package name; "
+         "rename it geo_kit/"),
+    ],
+)  # fmt: skip
+def test_a_look_alike_is_named_with_the_fix(
+    entry: str,
+    fix: str,
+    plugin_dir: Path,
+    make_host: Callable[..., PluginHost],
+    warnings: list[str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    write(plugin_dir / entry, TOOL.format(name="lost"))
+    host = make_host(plugin_dir).start()
+    assert host.tools() == []
+    assert any(fix in line for line in warnings), warnings
+    assert main(["check", str(plugin_dir / entry.split("/")[0])]) == 1
+    assert fix in capsys.readouterr().out
+
+
+def test_a_look_alike_saved_while_watching_is_named(
+    plugin_dir: Path, make_host: Callable[..., PluginHost], warnings: list[str]
+) -> None:
+    make_host(plugin_dir, watch=True).start()
+    write(plugin_dir / "my-tools.py", TOOL.format(name="lost"))
+    wait_for(lambda: any("rename it my_tools.py" in line for line in warnings), 5, "a warning")
+
+
+def test_litter_and_plain_folders_are_not_warned_about(
+    plugin_dir: Path, make_host: Callable[..., PluginHost], warnings: list[str]
+) -> None:
+    write(plugin_dir / "notes.txt", "not code")
+    write(plugin_dir / "data" / "table.csv", "a,b\n")
+    write(plugin_dir / ".hidden-thing.py", "x = 1\n")
+    write(plugin_dir / "__pycache__" / "x-1.py", "x = 1\n")
+    make_host(plugin_dir).start()
+    assert warnings == []
+
+
+def test_list_shows_each_plugins_problems_and_warnings(
+    plugin_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(plugin_dir / "geo" / "__init__.py", "")
+    write(plugin_dir / "geo" / "unused.py", TOOL.format(name="orphan"))
+    write(
+        plugin_dir / "broken.py",
+        "from agenthost import tool\n\n@tool\ndef bad(*args: int) -> int:\n    return 1\n",
+    )
+    assert main(["list", str(plugin_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "geo:\n  warning: geo/unused.py has @tool functions" in out
+    assert "broken:\n  problem: " in out
+    assert "*args" in out
