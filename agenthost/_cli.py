@@ -454,8 +454,21 @@ def _plugin_record(plugin: PluginInfo, tools: Sequence[Any]) -> dict[str, Any]:
     }
 
 
+def _say_failures(host: PluginHost, command: str) -> None:
+    """A definition list or a call answered without some plugins must say so."""
+    for plugin in host.plugins():
+        if plugin.status == "failed":
+            print(
+                f"{command}: plugin '{plugin.name}' failed to load, its tools are missing: "
+                f"{plugin.error} ({plugin.location or plugin.path}); see agenthost check "
+                f"{plugin.path}",
+                file=sys.stderr,
+            )
+
+
 def _schema(args: argparse.Namespace) -> int:
     with PluginHost(args.dir) as host:
+        _say_failures(host, "agenthost schema")
         print(json.dumps(host.schemas(args.format, strict=args.strict), indent=2))
     return 0
 
@@ -476,6 +489,7 @@ def _call(args: argparse.Namespace) -> int:
         print(f"agenthost call: {directory} is not a directory", file=sys.stderr)
         return 2
     with PluginHost(directory) as host:
+        _say_failures(host, "agenthost call")
         if args.grant:
             host.permissions.grant(args.session, *args.grant)
         result = host.execute(name, arguments, session=args.session, timeout=args.timeout)

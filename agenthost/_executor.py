@@ -52,6 +52,7 @@ from agenthost._context import ToolContext, _current, _sink
 from agenthost._definition import ToolDefinition
 from agenthost._errors import InvalidArgumentsError
 from agenthost._interceptors import Interceptor, as_interceptor
+from agenthost._loader import defines
 from agenthost._masking import jsonable, redact, secret_values
 from agenthost._metrics import Metrics
 from agenthost._permissions import Permissions
@@ -723,6 +724,17 @@ def _context(ctx: Context) -> ToolContext:
 
 
 def _unknown(name: str, snapshot: Snapshot) -> ToolResult:
+    failed = [
+        p for p in snapshot.plugins.values() if p.status == "failed" and defines(p.path, name)
+    ]
+    if failed:  # the tool exists on disk; its plugin did not load
+        plugin = failed[0]
+        return ToolResult.fail(
+            "unknown_tool",
+            f"unknown tool {describe(name)!r}: plugin '{plugin.name}' ({plugin.path}) defines "
+            f"it but failed to load: {plugin.error}",
+            failed_plugin=plugin.name,
+        )
     suggestions = difflib.get_close_matches(name, list(snapshot.tools), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
     return ToolResult.fail(

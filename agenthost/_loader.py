@@ -47,6 +47,7 @@ __all__ = [
     "LoadFailure",
     "PluginVersion",
     "Source",
+    "defines",
     "installed_entry_points",
     "is_ignored",
     "last_change",
@@ -152,6 +153,31 @@ def _children(path: Path) -> list[Path]:
         return list(path.iterdir())
     except OSError:
         return []
+
+
+def defines(path: str, name: str, *, limit: int = 2_000_000) -> bool:
+    """Whether the plugin source at ``path`` appears to define a tool ``name``.
+
+    Read only to explain an unknown tool (a plugin that failed to load cannot be
+    asked), so a plain text search of its modules, ``limit`` bytes at most, will do.
+    """
+    if not name.isidentifier():
+        return False
+    pattern = re.compile(rf"\bdef {name}\s*\(|name\s*=\s*['\"]{name}['\"]".encode())
+    root = Path(path)
+    files = [root] if root.suffix == ".py" else sorted(root.rglob("*.py")) if root.is_dir() else []
+    budget = limit
+    for file in files[:500]:
+        try:
+            data = file.read_bytes()[:budget]
+        except OSError:
+            continue
+        if pattern.search(data):
+            return True
+        budget -= len(data)
+        if budget <= 0:
+            break
+    return False
 
 
 def plugin_sources(directory: Path) -> dict[str, Source]:

@@ -144,3 +144,49 @@ def test_list_shows_each_plugins_problems_and_warnings(
     assert "geo:\n  warning: geo/unused.py has @tool functions" in out
     assert "broken:\n  problem: " in out
     assert "*args" in out
+
+
+BROKEN = '''
+from agenthost import tool
+
+raise RuntimeError("no config")
+
+
+@tool
+def forecast(city: str) -> str:
+    """The forecast."""
+    return city
+'''
+
+
+def test_unknown_tool_names_the_failed_plugin_that_defines_it(
+    plugin_dir: Path, make_host: Callable[..., PluginHost]
+) -> None:
+    write(plugin_dir / "weather.py", BROKEN)
+    write(plugin_dir / "geo" / "__init__.py", "from .core import *\n")
+    write(plugin_dir / "geo" / "core.py", "import missing_dependency\n" + TOOL.format(name="where"))
+    host = make_host(plugin_dir).start()
+    result = host.execute("forecast", {"city": "Oslo"})
+    assert result.error is not None
+    assert result.error.code == "unknown_tool"
+    assert "plugin 'weather'" in result.error.message
+    assert "failed to load: RuntimeError: no config" in result.error.message
+    assert result.error.details == {"failed_plugin": "weather"}
+    nested = host.execute("where")
+    assert nested.error is not None
+    assert "plugin 'geo'" in nested.error.message
+    other = host.execute("forcast")  # a typo of nothing loaded: the usual answer
+    assert other.error is not None
+    assert "failed" not in other.error.message
+
+
+@pytest.mark.parametrize("command", [["schema"], ["call", "forecast", '{"city": "Oslo"}']])
+def test_call_and_schema_say_when_plugins_failed(
+    command: list[str], plugin_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(plugin_dir / "weather.py", BROKEN)
+    argv = [command[0], str(plugin_dir), *command[1:]]
+    main(argv)
+    err = capsys.readouterr().err
+    assert f"agenthost {command[0]}: plugin 'weather' failed to load" in err
+    assert "RuntimeError: no config" in err
