@@ -342,6 +342,7 @@ def _watch(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, request_stop)
     try:
         host.start()
+        print(_summary(host), file=sys.stderr, flush=True)
         print(
             f"watching {host.directory} ({host.watch_mode}, debounce {host.debounce * 1000:g} ms); "
             "Ctrl-C to stop",
@@ -364,25 +365,73 @@ def _watch(args: argparse.Namespace) -> int:
     return 0
 
 
+_COLOURS = {"loaded": "32", "reloaded": "36", "unloaded": "33", "failed": "31", "conflict": "35"}
+
+
+def _coloured(word: str, out: TextIO) -> str:
+    """The status word in colour on a terminal; plain when piped or with NO_COLOR set."""
+    import os
+
+    padded = f"{word:<8}"
+    tty = getattr(out, "isatty", lambda: False)()
+    if not tty or os.environ.get("NO_COLOR") or word not in _COLOURS:
+        return padded
+    return f"\033[{_COLOURS[word]}m{padded}\033[0m"
+
+
 def _text_event(event: PluginEvent, out: TextIO) -> None:
     stamp = time.strftime("%H:%M:%S")
-    head = f"{stamp} {event.kind:<8} {event.plugin}"
+    head = f"{stamp} {_coloured(event.kind, out)} {event.plugin}"
     if event.kind in ("loaded", "reloaded"):
         version = f" {event.version}" if event.version else ""
-        noun = "tool" if event.tools == 1 else "tools"
-        line = f"{head}{version}: {event.tools} {noun} in {event.duration_ms:.1f} ms ({event.path})"
+        took = f"in {event.duration_ms:.1f} ms ({event.path})"
+        line = f"{head}{version}: {_what_changed(event)} {took}"
         if event.message:
             line += "\n" + _indent(event.message)
     elif event.kind == "failed":
         where = event.location or event.path
         line = f"{head}: {where}: {event.message}"
+        if event.previous_serving and "keeps serving" not in event.message:
+            line += " (the previous version keeps serving)"
         if event.traceback:
             line += "\n" + _indent(event.traceback)
     elif event.kind == "conflict":
         line = f"{head}: {event.message}"
+        if "is owned by" in event.message:  # a tool name taken first by another plugin
+            line += "; give yours another name with @tool(name=...)"
     else:
         line = f"{head} ({event.path})"
     print(line, file=out, flush=True)
+
+
+def _summary(host: PluginHost) -> str:
+    """The start-up line: plugins, tools, and what did not load."""
+    plugins = host.plugins()
+    failed = [p.name for p in plugins if p.status == "failed"]
+    conflicts = [p.name for p in plugins if p.status == "conflict"]
+    tools = len(host.tools())
+    line = f"ready: {_count(len(plugins), 'plugin')}, {_count(tools, 'tool')}"
+    line += f", {len(failed)} failed" + (f" ({', '.join(failed)})" if failed else "")
+    if conflicts:
+        line += f", {len(conflicts)} in conflict ({', '.join(conflicts)})"
+    return line
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _what_changed(event: PluginEvent) -> str:
+    """``2 tools (add, sub)`` on a load; ``+sub -old ~add (breaking: ...)`` on a reload."""
+    noun = "tool" if event.tools == 1 else "tools"
+    names = f" ({', '.join(event.tool_names)})" if event.tool_names else ""
+    if event.kind == "loaded":
+        return f"{event.tools} {noun}{names}"
+    marks = [f"+{name}" for name in event.added] + [f"-{name}" for name in event.removed]
+    for name in event.changed:
+        reasons = event.breaking.get(name)
+        marks.append(f"~{name}" + (f" (breaking: {'; '.join(reasons)})" if reasons else ""))
+    return f"{event.tools} {noun}, " + (" ".join(marks) if marks else "no tool changed")
 
 
 def _json_event(event: PluginEvent, out: TextIO) -> None:
@@ -396,6 +445,12 @@ def _json_event(event: PluginEvent, out: TextIO) -> None:
         "path": event.path,
         "message": event.message or None,
         "location": event.location or None,
+        "tool_names": list(event.tool_names),
+        "added": list(event.added),
+        "removed": list(event.removed),
+        "changed": list(event.changed),
+        "breaking": {name: list(reasons) for name, reasons in event.breaking.items()},
+        "previous_serving": event.previous_serving,
         "traceback": event.traceback or None,
     }
     print(json.dumps(record), file=out, flush=True)

@@ -127,6 +127,12 @@ class PluginEvent:
     message: str = ""
     location: str = ""
     traceback: str = ""
+    tool_names: tuple[str, ...] = ()  # the tools this version defines
+    added: tuple[str, ...] = ()  # a reload's diff against the version it replaced
+    removed: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    breaking: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    previous_serving: bool = False  # a failed reload: the version before keeps serving
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,6 +350,8 @@ class Registry:
                 len(result.definitions),
                 result.load_ms,
                 "\n".join(result.problems + result.warnings),
+                tool_names=tuple(d.name for d in result.definitions),
+                **_diff(old, result),
             )
         )
 
@@ -510,7 +518,33 @@ def _failed(state: _State, failure: LoadFailure, path: str) -> PluginEvent:
         message=failure.message,
         location=failure.location,
         traceback=failure.traceback,
+        previous_serving=state.serving is not None,
     )
+
+
+def _diff(old: PluginVersion | None, new: PluginVersion) -> dict[str, Any]:
+    """What a reload changed in the plugin's own tools, and why callers may break."""
+    if old is None:
+        return {}
+    before = {d.name: d for d in old.definitions}
+    after = {d.name: d for d in new.definitions}
+    changed = [
+        name
+        for name in after.keys() & before.keys()
+        if (after[name].input_schema, after[name].output_schema, after[name].description)
+        != (before[name].input_schema, before[name].output_schema, before[name].description)
+    ]
+    breaking = {
+        name: reasons
+        for name in changed
+        if (reasons := tuple(breaking_changes(before[name].input_schema, after[name].input_schema)))
+    }
+    return {
+        "added": tuple(sorted(after.keys() - before.keys())),
+        "removed": tuple(sorted(before.keys() - after.keys())),
+        "changed": tuple(sorted(changed)),
+        "breaking": breaking,
+    }
 
 
 def _guess_name(source: Source) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import queue
@@ -226,10 +227,11 @@ def test_watch_logs_load_reload_unload_and_exits_0_on_ctrl_c(
     process = Process(str(plugin_dir), *(["--json"] if as_json else []), env=env)
     try:
         assert process.proc.stderr is not None
+        assert process.proc.stderr.readline() == "ready: 0 plugins, 0 tools, 0 failed\n"
         assert "watching" in process.proc.stderr.readline()
         path = write(plugin_dir / "math_tools.py", GOOD)
         loaded = process.expect("loaded", "math_tools")
-        replace_atomically(path, GOOD.replace("a + b", "b + a"))
+        replace_atomically(path, GOOD_V2)
         reloaded = process.expect("reloaded", "math_tools")
         replace_atomically(path, "def broken(:\n")
         failed = process.expect("failed", "math_tools")
@@ -243,14 +245,43 @@ def test_watch_logs_load_reload_unload_and_exits_0_on_ctrl_c(
         records = [json.loads(line) for line in (loaded, reloaded, failed, unloaded)]
         assert [r["event"] for r in records] == ["loaded", "reloaded", "failed", "unloaded"]
         assert (records[0]["version"], records[0]["tools"]) == ("1.2", 1)
+        assert records[0]["tool_names"] == ["add"]
+        assert (records[1]["added"], records[1]["removed"], records[1]["changed"]) == (
+            ["sub"],
+            [],
+            ["add"],
+        )
+        assert records[1]["breaking"] == {"add": ["parameter 'c' is now required"]}
+        assert records[2]["previous_serving"] is True
         assert records[2]["location"] == f"{path}:1"
         assert "SyntaxError" in records[2]["message"]
     else:
-        assert "math_tools 1.2: 1 tool in " in loaded
+        assert "math_tools 1.2: 1 tool (add) in " in loaded
         assert f"({path})" in loaded
-        assert "reloaded math_tools 1.2: 1 tool in " in reloaded
+        assert (
+            "reloaded math_tools 1.2: 2 tools, +sub ~add (breaking: parameter 'c' is now "
+            "required) in " in reloaded
+        )
         assert f"failed   math_tools: {path}:1: SyntaxError: invalid syntax" in failed
+        assert failed.rstrip().endswith("(the previous version keeps serving)")
+        assert "\033[" not in loaded  # piped: no colour codes
         assert "unloaded math_tools" in unloaded
+
+
+GOOD_V2 = """
+    from agenthost import tool
+    __version__ = "1.2"
+
+    @tool
+    def add(a: int, b: int, c: int) -> int:
+        "Add three integers."
+        return a + b + c
+
+    @tool
+    def sub(a: int, b: int) -> int:
+        "Subtract."
+        return a - b
+    """
 
 
 SECURE = """
@@ -456,3 +487,48 @@ def test_dev_tools_are_pinned_and_installed_as_pinned() -> None:
     assert {"ruff", "mypy", "pytest", "hypothesis"} <= set(pins)
     for name, version in pins.items():
         assert importlib.metadata.version(name) == version, name
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_status_words_are_coloured_on_a_terminal_only(
+    plugin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agenthost import PluginEvent
+    from agenthost._cli import _text_event
+
+    event = PluginEvent("failed", "math_tools", str(plugin_dir / "m.py"), message="boom")
+    terminal = _Terminal()
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    _text_event(event, terminal)
+    assert "\033[31mfailed  \033[0m math_tools" in terminal.getvalue()
+    monkeypatch.setenv("NO_COLOR", "1")
+    plain = _Terminal()
+    _text_event(event, plain)
+    assert "\033[" not in plain.getvalue()
+    assert "failed   math_tools" in plain.getvalue()
+
+
+def test_a_conflict_loser_is_told_how_to_fix_it(plugin_dir: Path) -> None:
+    from agenthost import PluginEvent
+    from agenthost._cli import _text_event
+
+    out = io.StringIO()
+    message = "tool 'search' is owned by plugin 'alpha' (plugins/alpha.py)"
+    _text_event(PluginEvent("conflict", "beta", str(plugin_dir / "beta.py"), message=message), out)
+    assert (
+        out.getvalue().rstrip().endswith(f"{message}; give yours another name with @tool(name=...)")
+    )
+
+
+def test_the_start_up_summary_counts_failures(plugin_dir: Path) -> None:
+    from agenthost import PluginHost
+    from agenthost._cli import _summary
+
+    write(plugin_dir / "math_tools.py", GOOD)
+    write(plugin_dir / "broken.py", "raise RuntimeError('no')\n")
+    with PluginHost(plugin_dir, installed=False) as host:
+        assert _summary(host) == "ready: 2 plugins, 1 tool, 1 failed (broken)"
