@@ -127,6 +127,13 @@ def _parser() -> argparse.ArgumentParser:
         help="grant the session a permission",
     )
     call.add_argument("--timeout", type=float, help="seconds before the call gives up")
+    call.add_argument(
+        "--output",
+        choices=("text", "json"),
+        help="text (the answer the model would see) or json (the whole ToolResult); "
+        "default: text on a terminal, json otherwise",
+    )
+    call.add_argument("--stream", action="store_true", help="print output chunks as they come")
 
     serve = commands.add_parser(
         "serve",
@@ -156,8 +163,12 @@ def _parser() -> argparse.ArgumentParser:
 
     schema = commands.add_parser("schema", help="print the tool definitions for a provider")
     directory(schema)
-    schema.add_argument("--format", choices=FORMATS, default="openai")
-    schema.add_argument("--strict", action="store_true", help="OpenAI strict mode")
+    schema.add_argument(
+        "--format", choices=FORMATS, default="openai", help="provider format (default: openai)"
+    )
+    schema.add_argument(
+        "--strict", action="store_true", help="strict mode (openai and openai-responses only)"
+    )
     for sub in commands.choices.values():  # `agenthost list -v` as well as `agenthost -v list`
         sub.add_argument(
             "-v",
@@ -521,7 +532,17 @@ def _say_failures(host: PluginHost, command: str) -> None:
             )
 
 
+_STRICT_FORMATS = ("openai", "openai-responses")
+
+
 def _schema(args: argparse.Namespace) -> int:
+    if args.strict and args.format not in _STRICT_FORMATS:
+        print(
+            f"agenthost schema: --format {args.format} has no strict mode (only "
+            f"{' and '.join(_STRICT_FORMATS)} do); drop --strict",
+            file=sys.stderr,
+        )
+        return 2
     with PluginHost(args.dir) as host:
         _say_failures(host, "agenthost schema")
         print(json.dumps(host.schemas(args.format, strict=args.strict), indent=2))
@@ -540,20 +561,45 @@ def _call(args: argparse.Namespace) -> int:
     if len(target) == 3 or (len(target) == 2 and not _looks_like_json(target[1])):
         directory = target.pop(0)
     name, arguments = target[0], target[1] if len(target) > 1 else "{}"
+    if arguments == "-":
+        arguments = sys.stdin.read()
     if not Path(directory).is_dir():
         print(f"agenthost call: {directory} is not a directory", file=sys.stderr)
         return 2
+    as_text = args.output == "text" or (args.output is None and sys.stdout.isatty())
     with PluginHost(directory) as host:
         _say_failures(host, "agenthost call")
         if args.grant:
             host.permissions.grant(args.session, *args.grant)
-        result = host.execute(name, arguments, session=args.session, timeout=args.timeout)
-    print(result.to_json(indent=2))
+        options: dict[str, Any] = {"session": args.session, "timeout": args.timeout}
+        if args.stream:
+            result = None
+            for event in host.stream(name, arguments, **options):
+                if event.kind == "delta":
+                    print(
+                        event.text, end="", file=sys.stdout if as_text else sys.stderr, flush=True
+                    )
+                elif event.kind == "completed":
+                    result = event.result
+            assert result is not None
+        else:
+            result = host.execute(name, arguments, **options)
+    if result.error is not None and result.error.code == "permission_denied":
+        missing = " ".join(f"--grant {p}" for p in result.error.details.get("missing", ()))
+        print(f"agenthost call: to allow it, run again with {missing}", file=sys.stderr)
+    if as_text:
+        if not args.stream or not result.success:
+            print(result.content)
+        elif result.output and not result.output.endswith("\n"):
+            print()
+    else:
+        print(result.to_json(indent=2))
     return 0 if result.success else 1
 
 
 def _looks_like_json(text: str) -> bool:
-    return text.lstrip()[:1] in ("{", "[", '"') or text.strip() in ("", "null")
+    """Arguments rather than a directory: JSON text, or ``-`` for standard input."""
+    return text == "-" or text.lstrip()[:1] in ("{", "[", '"') or text.strip() in ("", "null")
 
 
 def _check(args: argparse.Namespace) -> int:

@@ -532,3 +532,61 @@ def test_the_start_up_summary_counts_failures(plugin_dir: Path) -> None:
     write(plugin_dir / "broken.py", "raise RuntimeError('no')\n")
     with PluginHost(plugin_dir, installed=False) as host:
         assert _summary(host) == "ready: 2 plugins, 1 tool, 1 failed (broken)"
+
+
+def test_schema_strict_without_a_strict_mode_says_so(
+    plugin_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["schema", str(plugin_dir), "--format", "gemini", "--strict"]) == 2
+    assert "--format gemini has no strict mode" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["schema", "--help"])
+    assert "(default: openai)" in capsys.readouterr().out
+
+
+CHUNKS = """
+    from agenthost import tool
+
+    @tool
+    def count(n: int):
+        "Count, one line per number."
+        for i in range(n):
+            yield f"{i}\\n"
+    """
+
+
+def test_call_reads_arguments_from_stdin(
+    plugin_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(plugin_dir / "math_tools.py", GOOD)
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"a": 2, "b": 3}'))
+    assert main(["call", str(plugin_dir), "add", "-", "--output", "text"]) == 0
+    assert capsys.readouterr().out == "5\n"
+
+
+def test_call_output_json_or_text(plugin_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(plugin_dir / "math_tools.py", GOOD)
+    assert main(["call", str(plugin_dir), "add", '{"a": 2, "b": 3}']) == 0  # piped: json
+    assert json.loads(capsys.readouterr().out)["data"] == 5
+    assert main(["call", str(plugin_dir), "add", '{"a": 2}', "--output", "text"]) == 1
+    assert capsys.readouterr().out.startswith("Error (invalid_arguments):")
+
+
+def test_call_stream_prints_chunks_as_they_come(
+    plugin_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(plugin_dir / "counting.py", CHUNKS)
+    assert main(["call", str(plugin_dir), "count", '{"n": 3}', "--stream", "--output", "text"]) == 0
+    assert capsys.readouterr().out == "0\n1\n2\n"
+    assert main(["call", str(plugin_dir), "count", '{"n": 2}', "--stream", "--output", "json"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.endswith("0\n1\n")
+    assert json.loads(captured.out)["output"] == "0\n1\n"
+
+
+def test_a_denied_call_from_the_cli_names_the_grant(
+    plugin_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(plugin_dir / "secure.py", SECURE)
+    assert main(["call", str(plugin_dir), "fetch", '{"url": "x"}']) == 1
+    assert "run again with --grant http.get" in capsys.readouterr().err
