@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from loguru import logger
 
-from agenthost._compat import check_compatibility
+from agenthost._compat import PROVIDERS, Finding, check_compatibility
 from agenthost._exporters import FORMATS
 from agenthost._host import PluginHost
 from agenthost._loader import LoadFailure, load_source, not_loaded, source_at
@@ -104,8 +104,16 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--json", action="store_true", help="print JSON")
 
     check = commands.add_parser("check", help="validate one plugin (file, folder or wheel)")
-    check.add_argument("path", help="the plugin to check")
+    check.add_argument("path", nargs="+", help="the plugins to check (files, folders, wheels)")
     check.add_argument("--json", action="store_true", help="print JSON")
+    check.add_argument(
+        "--provider",
+        action="append",
+        choices=PROVIDERS,
+        default=[],
+        help="only this provider's findings, its refusals failing the check (repeatable); "
+        "by default a refusal by one provider alone is a warning",
+    )
 
     new = commands.add_parser("new", help="write a commented plugin template")
     new.add_argument("name", help="plugin name (a Python identifier)")
@@ -603,7 +611,13 @@ def _looks_like_json(text: str) -> bool:
 
 
 def _check(args: argparse.Namespace) -> int:
-    path = Path(args.path).absolute()
+    """Check every path given (`agenthost check sample_plugins/*`); 1 if any fails."""
+    codes = [_check_one(Path(path), args) for path in args.path]
+    return max(codes)
+
+
+def _check_one(given: Path, args: argparse.Namespace) -> int:
+    path = given.absolute()
     source = source_at(path.parent, path.name)
     if source is None:
         reason = not_loaded(path.parent, path.name)
@@ -624,6 +638,7 @@ def _check(args: argparse.Namespace) -> int:
                 result.problems,
                 args.json,
                 warnings=result.warnings,
+                providers=args.provider,
             )
         finally:
             result.retire()
@@ -637,8 +652,9 @@ def _report(
     as_json: bool,
     *,
     warnings: Sequence[str] = (),
+    providers: Sequence[str] = (),
 ) -> int:
-    findings = [f for d in definitions for f in check_compatibility(d)]
+    findings = _weighed([f for d in definitions for f in check_compatibility(d)], providers)
     failed = bool(problems) or any(f.severity == "error" for f in findings)
     if as_json:
         record = {
@@ -669,6 +685,33 @@ def _report(
         print(finding)
     print("FAILED" if failed else "OK")
     return 1 if failed else 0
+
+
+def _weighed(findings: list[Finding], providers: Sequence[str]) -> list[Finding]:
+    """Findings for the providers asked about; without any, one provider's refusal warns.
+
+    A plugin written for Claude should not fail its check because Gemini alone
+    cannot take a ``dict`` parameter; ``--provider gemini`` makes it fail.
+    """
+    import dataclasses
+
+    if providers:
+        return [f for f in findings if f.provider in providers]
+    refusing: dict[str, set[str]] = {}
+    for finding in findings:
+        if finding.severity == "error":
+            refusing.setdefault(finding.tool, set()).add(finding.provider)
+    weighed = []
+    for finding in findings:
+        if finding.severity == "error" and len(refusing[finding.tool]) == 1:
+            finding = dataclasses.replace(
+                finding,
+                severity="warning",
+                message=f"{finding.message} (only {finding.provider} refuses it; "
+                f"--provider {finding.provider} makes this fail)",
+            )
+        weighed.append(finding)
+    return weighed
 
 
 def _new(args: argparse.Namespace) -> int:

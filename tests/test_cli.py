@@ -94,8 +94,11 @@ def test_check_reports_definition_errors_and_provider_findings(
     code, out = run(capsys, "check", str(path))
     assert code == 1
     assert "error: cannot define tool from function 'untyped'" in out
-    assert f"{path}:3: error: [gemini] tool '3d_render': name '3d_render' breaks the rule" in out
+    # gemini alone refuses the name: a warning by default (the untyped tool still fails the check)
+    assert f"{path}:3: warning: [gemini] tool '3d_render': name '3d_render' breaks the rule" in out
     assert out.splitlines()[-1] == "FAILED"
+    code, out = run(capsys, "check", str(path), "--provider", "gemini")
+    assert f"{path}:3: error: [gemini] tool '3d_render': name '3d_render' breaks the rule" in out
 
 
 def test_check_a_plugin_that_does_not_import(
@@ -590,3 +593,35 @@ def test_a_denied_call_from_the_cli_names_the_grant(
     write(plugin_dir / "secure.py", SECURE)
     assert main(["call", str(plugin_dir), "fetch", '{"url": "x"}']) == 1
     assert "run again with --grant http.get" in capsys.readouterr().err
+
+
+def test_check_passes_the_project_samples_together(capsys: pytest.CaptureFixture[str]) -> None:
+    samples = sorted(str(p) for p in (Path(__file__).parent.parent / "sample_plugins").glob("*.py"))
+    assert len(samples) >= 4
+    assert main(["check", *samples]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\nOK\n") + out.startswith("OK\n") == len(samples)
+
+
+DICT_TOOL = """
+    from agenthost import tool
+
+    @tool
+    def tag(labels: dict[str, str]) -> str:
+        "Tag with free-form labels."
+        return ",".join(labels)
+    """
+
+
+def test_one_providers_refusal_warns_unless_that_provider_is_asked_for(
+    plugin_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(plugin_dir / "tags.py", DICT_TOOL)
+    assert main(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "warning: [gemini] tool 'tag'" in out
+    assert "(only gemini refuses it; --provider gemini makes this fail)" in out
+    assert main(["check", str(path), "--provider", "gemini"]) == 1
+    assert "error: [gemini] tool 'tag'" in capsys.readouterr().out
+    assert main(["check", str(path), "--provider", "anthropic"]) == 0
+    assert "gemini" not in capsys.readouterr().out
