@@ -273,7 +273,14 @@ Clients send it as the header  Authorization: Bearer <token>
 def _serve(args: argparse.Namespace) -> int:
     try:
         from agenthost._mcp import McpServer
-        from agenthost._mcp_http import TokenError, load_tokens, parse_address, serve_http
+        from agenthost._mcp_http import (
+            TokenError,
+            is_loopback,
+            load_tokens,
+            parse_address,
+            readable_by_others,
+            serve_http,
+        )
     except ImportError:
         print(
             "agenthost serve needs the MCP SDK: pip install 'agenthost[mcp]'",
@@ -281,8 +288,6 @@ def _serve(args: argparse.Namespace) -> int:
         )
         return 2
     import asyncio
-
-    from agenthost._mcp_http import is_loopback, readable_by_others
 
     if args.http is None:
         if args.tokens is not None:

@@ -417,7 +417,10 @@ def test_verbose_works_after_the_command_name(
 
 
 def test_a_closed_pipe_exits_quietly(plugin_dir: Path) -> None:
-    reader = subprocess.Popen(["head", "-c", "1"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    write(plugin_dir / "math_tools.py", GOOD)
+    # The reader has left before the first byte is written, as `| head` does on a long output.
+    reader = subprocess.Popen(["true"], stdin=subprocess.PIPE)
+    reader.wait(timeout=10)
     writer = subprocess.run(
         [sys.executable, "-m", "agenthost", "schema", str(plugin_dir), "--format", "anthropic"],
         stdout=reader.stdin,
@@ -428,7 +431,6 @@ def test_a_closed_pipe_exits_quietly(plugin_dir: Path) -> None:
     )
     assert reader.stdin is not None
     reader.stdin.close()
-    reader.wait(timeout=10)
     assert writer.stderr == b""
     assert writer.returncode == 0
 
