@@ -7,7 +7,6 @@ and exports it in every major provider's tool format.
 
 from loguru import logger
 
-from agenthost._compat import Finding, check_compatibility
 from agenthost._context import ToolContext, current_context
 from agenthost._decorator import ToolOptions, tool
 from agenthost._definition import ToolDefinition, ToolHints
@@ -40,6 +39,7 @@ from agenthost._interceptors import (
 from agenthost._loader import LoadFailure
 from agenthost._masking import mask_secrets
 from agenthost._permissions import Permissions
+from agenthost._providers import Finding, check_compatibility
 from agenthost._registry import (
     PluginEvent,
     PluginInfo,

@@ -19,10 +19,10 @@ from typing import Any, TextIO
 
 from loguru import logger
 
-from agenthost._compat import PROVIDERS, Finding, check_compatibility
 from agenthost._exporters import FORMATS
 from agenthost._host import PluginHost
 from agenthost._loader import LoadFailure, load_source, not_loaded, source_at
+from agenthost._providers import PROVIDERS, Finding, check_compatibility
 from agenthost._registry import PluginEvent, PluginInfo
 
 __all__ = ["main"]

@@ -20,6 +20,7 @@ import jsonschema
 from agenthost._decorator import ToolOptions, tool_options
 from agenthost._errors import DefinitionProblem, InvalidArgumentsError, ToolDefinitionError
 from agenthost._frozen import freeze
+from agenthost._providers import NAME_PATTERN, NAME_RULE
 from agenthost._schema import canonicalize
 from agenthost._signature import (
     Signature,
@@ -38,9 +39,8 @@ from agenthost._validation import (
     SimpleArgumentValidator,
 )
 
-__all__ = ["NAME_PATTERN", "ToolDefinition", "ToolHints"]
+__all__ = ["ToolDefinition", "ToolHints"]
 
-NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")  # matched as a whole (fullmatch)
 _PERMISSION_PATTERN = re.compile(r"[A-Za-z0-9_.:*-]+")
 
 
@@ -264,8 +264,7 @@ def _check_options(
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         problems.append(
             DefinitionProblem(
-                f"tool name {name!r} is invalid: use 1-64 letters, digits, '_' or '-' "
-                "(set @tool(name=...))"
+                f"tool name {name!r} is invalid: use {NAME_RULE} (set @tool(name=...))"
             )
         )
     permissions = _strings(options.permissions, "permissions", problems)

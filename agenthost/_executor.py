@@ -47,7 +47,6 @@ from typing import Any
 
 from loguru import logger
 
-from agenthost._calls import Call, read_call
 from agenthost._context import ToolContext, _current, _sink
 from agenthost._definition import ToolDefinition
 from agenthost._errors import InvalidArgumentsError
@@ -58,9 +57,10 @@ from agenthost._metrics import Metrics
 from agenthost._permissions import Permissions
 from agenthost._registry import Entry, Registry, Snapshot, ToolInfo
 from agenthost._results import ToolResult, render
-from agenthost._runtime import LoopThread, WorkerPool
 from agenthost._streaming import Streaming
 from agenthost._text import describe, exception_text, type_name
+from agenthost._toolcalls import Call, read_call
+from agenthost._workers import LoopThread, WorkerPool
 
 __all__ = ["Executor"]
 

@@ -32,11 +32,11 @@ from typing import Any, Literal
 import importlib_metadata
 from loguru import logger
 
-from agenthost._compat import NAME_RULES
 from agenthost._decorator import tool_options
 from agenthost._definition import ToolDefinition
 from agenthost._errors import ToolDefinitionError
 from agenthost._namespace import Namespace
+from agenthost._providers import refused_names
 from agenthost._text import exception_text, printable, type_name
 from agenthost._wheel import ENTRY_POINT_GROUP, Wheel, WheelError, open_wheel
 
@@ -424,7 +424,7 @@ def _load_source(
         return failure
     definitions, problems = _define(targets)
     version, warnings = _module_version(imported[0]) if wheel is None else (wheel.version, [])
-    warnings = _definition_warnings(definitions) + _provider_warnings(definitions) + warnings
+    warnings = _definition_warnings(definitions) + refused_names(definitions) + warnings
     if source.kind != "module":
         warnings += _unimported(snapshot, namespace, tops)
     warnings += _run_hooks(_hooks(imported, "on_load") if hooks else [], hook_timeout)
@@ -467,7 +467,7 @@ def _load_installed(
         return _failure(exc, [], entry_point.value)
     modules = [target] if isinstance(target, types.ModuleType) else []
     definitions, problems = _define(_expand(target, entry_point.value))
-    warnings = _definition_warnings(definitions) + _provider_warnings(definitions)
+    warnings = _definition_warnings(definitions) + refused_names(definitions)
     warnings += _run_hooks(_hooks(modules, "on_load"), hook_timeout)
     return PluginVersion(
         name=entry_point.name,
@@ -490,16 +490,6 @@ def _hooks(modules: Iterable[types.ModuleType], name: str) -> list[Callable[[], 
 def _definition_warnings(definitions: Iterable[ToolDefinition]) -> list[str]:
     """What the definitions noted (a docstring naming a missing parameter, ...)."""
     return [f"tool '{d.name}' at {d.location}: {w}" for d in definitions for w in d.warnings]
-
-
-def _provider_warnings(definitions: Iterable[ToolDefinition]) -> list[str]:
-    """Names a provider will refuse, found at load time (``agenthost check`` tells all)."""
-    return [
-        f"tool '{d.name}' at {d.location}: {provider} refuses the name ({rule})"
-        for d in definitions
-        for provider, (pattern, rule) in NAME_RULES.items()
-        if not pattern.fullmatch(d.name)
-    ]
 
 
 def _run_hooks(hooks: Iterable[Any], timeout: float) -> list[str]:

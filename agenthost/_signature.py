@@ -44,9 +44,9 @@ from pydantic_core import core_schema as cs
 
 from agenthost._context import ToolContext
 from agenthost._errors import DefinitionProblem
-from agenthost._fastpath import simple_schema
 from agenthost._formats import CHECKS, DECIMAL_PATTERN, DURATION_PATTERN, MESSAGES, url_pattern
 from agenthost._schema import canonicalize
+from agenthost._simple_schema import simple_schema
 
 __all__ = ["Signature", "ToolKind", "analyse", "build_input", "build_output", "source_of"]
 
@@ -547,7 +547,7 @@ def build_input(
 
 
 def _build_simple(parameters: list[inspect.Parameter]) -> Built | None:
-    """The fast path for signatures made only of simple types (see ``_fastpath``).
+    """The fast path for signatures made only of simple types (see ``_simple_schema``).
 
     The validator is a strict typed dict over the parsed JSON object: for these
     types strict Python validation of a JSON value decides exactly as strict

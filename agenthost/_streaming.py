@@ -16,10 +16,10 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterat
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from agenthost._calls import Call, read_call
 from agenthost._context import _sink
 from agenthost._results import ToolResult
-from agenthost._runtime import LoopThread, WorkerPool
+from agenthost._toolcalls import Call, read_call
+from agenthost._workers import LoopThread, WorkerPool
 
 __all__ = ["StreamEvent", "Streaming"]
 

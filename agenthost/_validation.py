@@ -9,7 +9,7 @@ passed by Python code is written as JSON text first and read the same way.
 
 Then the tool's compiled pydantic-core validator checks the value in strict
 mode (no ``"1"`` for an integer, no ``1`` for a boolean), which accepts what
-the published schema accepts. Simple signatures (see ``_fastpath``) validate
+the published schema accepts. Simple signatures (see ``_simple_schema``) validate
 the parsed value directly; others validate the JSON text, which pydantic's
 datetime and model parsing need.
 
@@ -263,7 +263,7 @@ class PydanticArgumentValidator(ArgumentValidator):
 
 
 class SimpleArgumentValidator(PydanticArgumentValidator):
-    """For simple signatures (see ``_fastpath``): validates the parsed value itself.
+    """For simple signatures (see ``_simple_schema``): validates the parsed value itself.
 
     Its schema is a strict typed dict that reads parsed JSON values exactly as
     strict JSON mode reads the text, so the text is parsed once, by the strict

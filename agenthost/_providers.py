@@ -1,4 +1,4 @@
-"""Per-provider compatibility findings for a tool definition.
+"""What each LLM provider accepts: tool-name rules and per-tool compatibility findings.
 
 A tool can be a perfectly good Python tool and still break one provider: a
 name Gemini refuses, a dict parameter Gemini's schema subset cannot express, a
@@ -12,12 +12,22 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from agenthost._definition import ToolDefinition
 from agenthost._exporters import Note, gemini_schema, strict_schema
 
-__all__ = ["PROVIDERS", "Finding", "NAME_RULES", "check_compatibility"]
+if TYPE_CHECKING:
+    from agenthost._definition import ToolDefinition
+
+__all__ = [
+    "NAME_PATTERN",
+    "NAME_RULE",
+    "NAME_RULES",
+    "PROVIDERS",
+    "Finding",
+    "check_compatibility",
+    "refused_names",
+]
 
 Provider = Literal["openai", "anthropic", "gemini", "mcp"]
 PROVIDERS: tuple[Provider, ...] = ("openai", "anthropic", "gemini", "mcp")
@@ -32,6 +42,10 @@ NAME_RULES: dict[Provider, tuple[re.Pattern[str], str]] = {
     ),
     "mcp": (re.compile(r"[a-zA-Z0-9_.-]{1,128}"), "1-128 of a-z A-Z 0-9 _ . -"),
 }
+# The host's own rule: what OpenAI and Anthropic accept, so a name that passes it only
+# needs a look at Gemini's first character and MCP never refuses it.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+NAME_RULE = "1-64 letters, digits, '_' or '-'"
 _GEMINI_PARAMETER = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]{0,63}")
 
 
@@ -90,3 +104,13 @@ def _gemini_notes(definition: ToolDefinition) -> list[Note]:
                 ("error", f"parameter name {name!r} must match {_GEMINI_PARAMETER.pattern}")
             )
     return notes + gemini_schema(definition.input_schema)[1]
+
+
+def refused_names(definitions: Iterable[ToolDefinition]) -> list[str]:
+    """Which provider refuses which tool name, one line each (found at load time)."""
+    return [
+        f"tool '{d.name}' at {d.location}: {provider} refuses the name ({rule})"
+        for d in definitions
+        for provider, (pattern, rule) in NAME_RULES.items()
+        if not pattern.fullmatch(d.name)
+    ]
