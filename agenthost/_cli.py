@@ -21,9 +21,10 @@ from loguru import logger
 
 from agenthost._exporters import FORMATS
 from agenthost._host import PluginHost
-from agenthost._loader import LoadFailure, load_source, not_loaded, source_at
+from agenthost._loader import LoadFailure, load_source
 from agenthost._providers import PROVIDERS, Finding, check_compatibility
 from agenthost._registry import PluginEvent, PluginInfo
+from agenthost._scan import not_loaded, source_at
 
 __all__ = ["main"]
 

@@ -56,9 +56,7 @@ class ToolContext:
         )
 
 
-# The executor's first branch sets a plain tuple of ToolContext's fields (attributes None)
-# instead of the object itself; current_context() builds the object if tool code asks.
-_current: contextvars.ContextVar[ToolContext | tuple[Any, ...] | None] = contextvars.ContextVar(
+_current: contextvars.ContextVar[ToolContext | None] = contextvars.ContextVar(
     "agenthost_tool_context", default=None
 )
 
@@ -71,9 +69,4 @@ _sink: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.Contex
 
 def current_context() -> ToolContext | None:
     """The context of the tool call running in this thread or task, if any."""
-    value = _current.get()
-    if type(value) is tuple:
-        value = ToolContext(*value)
-        value.attributes = {}
-        _current.set(value)
-    return value  # type: ignore[return-value]
+    return _current.get()

@@ -51,12 +51,12 @@ from agenthost._context import ToolContext, _current, _sink
 from agenthost._definition import ToolDefinition
 from agenthost._errors import InvalidArgumentsError
 from agenthost._interceptors import Interceptor, as_interceptor
-from agenthost._loader import defines
 from agenthost._masking import jsonable, redact, secret_values
 from agenthost._metrics import Metrics
 from agenthost._permissions import Permissions
 from agenthost._registry import Entry, Registry, Snapshot, ToolInfo
 from agenthost._results import ToolResult, render
+from agenthost._scan import defines
 from agenthost._streaming import Streaming
 from agenthost._text import describe, exception_text, type_name
 from agenthost._toolcalls import Call, read_call
@@ -67,10 +67,8 @@ __all__ = ["Executor"]
 GRACE = 1.0  # seconds a sync caller waits beyond the timeout for the loop to report it
 UNKNOWN = "(unknown)"  # metrics key for calls to tools that do not exist
 
-Context = ToolContext | tuple[Any, ...]  # the first branch passes ToolContext's fields as a tuple
 
-
-class Executor(Streaming):
+class Executor:
     """Runs calls against the registry's current snapshot."""
 
     def __init__(
@@ -99,6 +97,10 @@ class Executor(Streaming):
         self._orphans: set[asyncio.Future[Any]] = set()
         self._stopped = False
         self._plain = not self._interceptors  # no host-wide interceptors, not stopped
+        self.streams = Streaming(
+            self.aexecute, refused=self._refused, new_id=self._new_id, loop=self._loop,
+            pool=self._pool,
+        )  # fmt: skip
 
     # --- configuration -----------------------------------------------------------------------
     def add_interceptor(self, interceptor: Any) -> Callable[[], None]:
@@ -162,20 +164,17 @@ class Executor(Streaming):
                 return self.execute(name, arguments, session=session, timeout=timeout,
                                     interceptors=interceptors, call_id=cid)  # fmt: skip
             info = entry.info
+            ctx = ToolContext(info.definition, cid, session, arguments, kwargs, {},
+                              info.plugin, info.version, owner)  # fmt: skip
             try:
                 if (
                     entry.inline is not None
                     and self._plain
                     and timeout is None
                     and not interceptors
-                ):
-                    # The first branch: a plain sync tool, nothing to do around it.
-                    fields = (info.definition, cid, session, arguments, kwargs, None,
-                              info.plugin, info.version, owner)  # fmt: skip
-                    result = self._invoke(fields, entry.inline, kwargs, name, info, cid)
+                ):  # the first branch: a plain sync tool, nothing to do around it
+                    result = self._invoke(ctx, entry.inline, kwargs, name, info, cid)
                 else:
-                    ctx = ToolContext(info.definition, cid, session, arguments, kwargs, {},
-                                      info.plugin, info.version, owner)  # fmt: skip
                     limit = self._limit(info.definition, timeout)
                     chain = self._chain(interceptors)
                     if chain:
@@ -271,6 +270,8 @@ class Executor(Streaming):
                 return await self.aexecute(name, arguments, session=session, timeout=timeout,
                                            interceptors=interceptors, call_id=cid)  # fmt: skip
             info = entry.info
+            ctx = ToolContext(info.definition, cid, session, arguments, kwargs, {},
+                              info.plugin, info.version, owner, _sink.get())  # fmt: skip
             try:
                 if (
                     entry.inline_async is not None
@@ -278,15 +279,8 @@ class Executor(Streaming):
                     and timeout is None
                     and not interceptors
                 ):  # the first branch: a plain async tool, awaited right here
-                    fields = (info.definition, cid, session, arguments, kwargs, None,
-                              info.plugin, info.version, owner)  # fmt: skip
-                    result = await self._ainvoke(
-                        fields, entry.inline_async, kwargs, name, info, cid
-                    )
+                    result = await self._ainvoke(ctx, entry.inline_async, kwargs, name, info, cid)
                 else:
-                    sink = _sink.get()  # set when astream runs this call
-                    ctx = ToolContext(info.definition, cid, session, arguments, kwargs, {},
-                                      info.plugin, info.version, owner, sink)  # fmt: skip
                     limit = self._limit(info.definition, timeout)
                     chain = self._chain(interceptors)
                     if chain:
@@ -446,7 +440,7 @@ class Executor(Streaming):
     # --- entering tool code: the two boundaries ---------------------------------------------
     def _invoke(
         self,
-        ctx: Context,
+        ctx: ToolContext,
         fn: Callable[..., Any],
         kwargs: dict[str, Any],
         name: str,
@@ -470,7 +464,7 @@ class Executor(Streaming):
 
     async def _ainvoke(
         self,
-        ctx: Context,
+        ctx: ToolContext,
         fn: Callable[..., Awaitable[Any]],
         kwargs: dict[str, Any],
         name: str,
@@ -715,14 +709,6 @@ def _hold(ctx: ToolContext) -> Callable[[], None]:
     return release
 
 
-def _context(ctx: Context) -> ToolContext:
-    if type(ctx) is tuple:  # the first branch's fields (attributes left out)
-        context = ToolContext(*ctx)
-        context.attributes = {}
-        return context
-    return ctx  # type: ignore[return-value]
-
-
 def _unknown(name: str, snapshot: Snapshot) -> ToolResult:
     failed = [
         p for p in snapshot.plugins.values() if p.status == "failed" and defines(p.path, name)
@@ -763,23 +749,22 @@ def _requires_action(ctx: ToolContext) -> ToolResult:
     return ToolResult.fail("requires_action", message, call=call)
 
 
-def _cancelled(ctx: Context) -> ToolResult:
-    return ToolResult.fail("cancelled", f"tool '{_context(ctx).name}' was cancelled")
+def _cancelled(ctx: ToolContext) -> ToolResult:
+    return ToolResult.fail("cancelled", f"tool '{ctx.name}' was cancelled")
 
 
 def _secrets(ctx: ToolContext) -> tuple[str, ...]:
     return secret_values(jsonable(ctx.arguments))
 
 
-def _tool_error(ctx: Context, exc: BaseException) -> ToolResult:
+def _tool_error(ctx: ToolContext, exc: BaseException) -> ToolResult:
     """The result of a tool that raised; its traceback goes to the log, secrets masked."""
-    context = _context(ctx)
-    secrets = _secrets(context)
+    secrets = _secrets(ctx)
     message = redact(exception_text(exc), secrets)
     logger.opt(lazy=True).warning(
         "tool {} ({}) raised {}\n{}",
-        lambda: context.name,
-        lambda: context.call_id,
+        lambda: ctx.name,
+        lambda: ctx.call_id,
         lambda: message,
         lambda: redact(_traceback(exc), secrets),
     )

@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
-import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -21,18 +19,13 @@ from agenthost._frozen import FrozenList
 from agenthost._loader import (
     LoadFailure,
     PluginVersion,
-    Source,
     hook_timeout_from,
     installed_entry_points,
-    last_change,
     load_installed,
     load_source,
-    not_loaded,
-    plugin_sources,
-    read_source,
-    source_at,
 )
 from agenthost._permissions import Permissions
+from agenthost._reconcile import Reconciler
 from agenthost._registry import (
     Load,
     PluginEvent,
@@ -42,6 +35,10 @@ from agenthost._registry import (
     Snapshot,
     ToolInfo,
 )
+from agenthost._results import ToolResult
+from agenthost._scan import Source
+from agenthost._streaming import StreamEvent
+from agenthost._toolcalls import Call
 from agenthost._watcher import ALL, Watcher, debounce_from
 from agenthost._wheel import prune_cache
 
@@ -108,18 +105,9 @@ class PluginHost:
             metrics=metrics,
             interceptors=interceptors,
         )
-        # The call API, straight from the executor (no extra frame on the hot path).
-        self.execute = self._executor.execute
-        self.aexecute = self._executor.aexecute
-        self.execute_many = self._executor.execute_many
-        self.aexecute_many = self._executor.aexecute_many
-        self.stream = self._executor.stream
-        self.astream = self._executor.astream
-        self.stream_many = self._executor.stream_many
-        self.astream_many = self._executor.astream_many
-        self.add_interceptor = self._executor.add_interceptor
-        self._reload_lock = threading.RLock()
+        self._streams = self._executor.streams
         self._listeners: list[Callable[[PluginEvent], None]] = []
+        self._reconciler = Reconciler(self._registry, self.directory, self._load, self._emit)
         self._watcher: Watcher | None = None
         self._started = False
         self._stopped = False
@@ -132,7 +120,7 @@ class PluginHost:
     def start(self) -> PluginHost:
         """Load the directory (and installed plugins), watching first if asked, so that
         nothing saved while the first load runs is missed."""
-        with self._reload_lock:
+        with self._reconciler.lock:
             if self._started:
                 return self
             self._started = True
@@ -148,7 +136,9 @@ class PluginHost:
             if self._watch and self.directory is not None:
                 # Its events wait for this lock; a key already loaded with the same content
                 # is skipped then, a key saved in between is loaded.
-                self._watcher = Watcher(self.directory, self._settled, debounce=self.debounce)
+                self._watcher = Watcher(
+                    self.directory, self._reconciler.reconcile, debounce=self.debounce
+                )
                 self._watcher.start()
             # Everything loaded now lives until it is unloaded: the cyclic collector would
             # only walk the growing heap again and again (a fifth of a large cold start).
@@ -160,7 +150,7 @@ class PluginHost:
                     Load(source.key, source, result)
                     for source, result in (load_installed(e, self.hook_timeout) for e in installed)
                 ]
-                self._reconcile({ALL}, extra=loads)
+                self._reconciler.reconcile({ALL}, extra=loads)
             finally:
                 if collecting:
                     gc.enable()
@@ -169,14 +159,14 @@ class PluginHost:
     def stop(self) -> None:
         """Refuse new calls, stop watching, retire every plugin (``on_unload`` runs after
         each version's last call ends) and shut the worker pool and loop down."""
-        with self._reload_lock:
+        with self._reconciler.lock:
             if self._stopped:
                 return
             self._stopped = True
             self._executor.refuse_calls()
             if self._watcher is not None:
                 self._watcher.stop()
-            self._apply([], self._registry.plugin_keys())
+            self._reconciler.close()
             self._executor.stop()
 
     def __enter__(self) -> PluginHost:
@@ -267,7 +257,7 @@ class PluginHost:
         """Bring the registry in line with the directory now (for hosts that do not watch)."""
         if not self._started:
             self.start()
-        return self._reconcile({ALL})
+        return self._reconciler.reconcile({ALL})
 
     def on_change(self, callback: Callable[[RegistryChange], None]) -> Callable[[], None]:
         """Call ``callback`` with the diff after every registry change; returns an undo."""
@@ -283,84 +273,144 @@ class PluginHost:
 
         return undo
 
-    # --- reconciling the directory with the registry -----------------------------------------
-    def _settled(self, keys: set[str]) -> None:
-        """The watcher's callback: like rescan, but only for what is quiet on disk too."""
-        self._reconcile(keys, settle=True)
+    # --- calls -------------------------------------------------------------------------------
+    # Each is the executor's, which owns how a call runs (see _executor); streams are its
+    # collaborator's (see _streaming).
 
-    def _reconcile(
-        self, keys: set[str], extra: Iterable[Load] = (), *, settle: bool = False
-    ) -> RegistryChange:
-        with self._reload_lock:
-            if self._stopped:
-                return RegistryChange(self.version)
-            loads, removals = list(extra), []
-            for key, source in self._targets(keys).items():
-                if source is None:
-                    removals.append(key)
-                    continue
-                if settle and self._still_changing(key, source):
-                    continue
-                try:
-                    content = read_source(source)
-                except OSError:
-                    continue  # vanished while reading: its deletion event follows
-                if self._registry.attempted(key) == content[0]:
-                    continue  # same content saved again
-                loads.append(Load(key, source, self._load(source, content), content[0]))
-            return self._apply(loads, removals)
+    def execute(
+        self,
+        name: str,
+        arguments: Any = None,
+        *,
+        session: str | None = None,
+        timeout: float | None = None,
+        interceptors: Iterable[Any] = (),
+        call_id: str | None = None,
+    ) -> ToolResult:
+        """Run one call from any thread; never raises, always a :class:`ToolResult`.
 
+        ``arguments`` is the model's JSON text (or bytes, or a dict); ``session``
+        is whose permissions apply; ``timeout`` overrides the tool's own limit;
+        ``interceptors`` wrap this call only, inside the host-wide ones.
+        """
+        return self._executor.execute(
+            name, arguments, session=session, timeout=timeout,
+            interceptors=interceptors, call_id=call_id,
+        )  # fmt: skip
+
+    async def aexecute(
+        self,
+        name: str,
+        arguments: Any = None,
+        *,
+        session: str | None = None,
+        timeout: float | None = None,
+        interceptors: Iterable[Any] = (),
+        call_id: str | None = None,
+    ) -> ToolResult:
+        """:meth:`execute` on the running event loop (sync tools run in worker threads)."""
+        return await self._executor.aexecute(
+            name, arguments, session=session, timeout=timeout,
+            interceptors=interceptors, call_id=call_id,
+        )  # fmt: skip
+
+    def execute_many(
+        self,
+        calls: Iterable[Call],
+        *,
+        session: str | None = None,
+        timeout: float | None = None,
+        interceptors: Iterable[Any] = (),
+    ) -> list[ToolResult]:
+        """Run a model's parallel tool calls concurrently; results in the calls' order.
+
+        A call is a ``(name, arguments)`` tuple or a provider's tool-call object
+        (OpenAI, Anthropic, Gemini, MCP), whose id becomes the result's ``call_id``.
+        """
+        return self._executor.execute_many(
+            calls, session=session, timeout=timeout, interceptors=interceptors
+        )
+
+    async def aexecute_many(
+        self,
+        calls: Iterable[Call],
+        *,
+        session: str | None = None,
+        timeout: float | None = None,
+        interceptors: Iterable[Any] = (),
+    ) -> list[ToolResult]:
+        """:meth:`execute_many` on the running event loop."""
+        return await self._executor.aexecute_many(
+            calls, session=session, timeout=timeout, interceptors=interceptors
+        )
+
+    def stream(
+        self,
+        name: str,
+        arguments: Any = None,
+        *,
+        session: str | None = None,
+        timeout: float | None = None,
+        interceptors: Iterable[Any] = (),
+        call_id: str | None = None,
+    ) -> Iterator[StreamEvent]:
+        """One call as events: ``started``, a ``delta`` per chunk, then ``completed``."""
+        return self._streams.stream(
+            name, arguments, session=session, timeout=timeout,
+            interceptors=interceptors, call_id=call_id,
+        )  # fmt: skip
+
+    def astream(
+        self,
+        name: str,
+        arguments: Any = None,
+        *,
+        session: str | None = None,
+        timeout: float | None = None,
+        interceptors: Iterable[Any] = (),
+        call_id: str | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """:meth:`stream` for ``async for``."""
+        return self._streams.astream(
+            name, arguments, session=session, timeout=timeout,
+            interceptors=interceptors, call_id=call_id,
+        )  # fmt: skip
+
+    def stream_many(
+        self,
+        calls: Iterable[Call],
+        *,
+        session: str | None = None,
+        timeout: float | None = None,
+        interceptors: Iterable[Any] = (),
+    ) -> Iterator[StreamEvent]:
+        """Calls run concurrently; each call's events are delivered whole, in input order."""
+        return self._streams.stream_many(
+            calls, session=session, timeout=timeout, interceptors=interceptors
+        )
+
+    def astream_many(
+        self,
+        calls: Iterable[Call],
+        *,
+        session: str | None = None,
+        timeout: float | None = None,
+        interceptors: Iterable[Any] = (),
+    ) -> AsyncIterator[StreamEvent]:
+        """:meth:`stream_many` for ``async for``."""
+        return self._streams.astream_many(
+            calls, session=session, timeout=timeout, interceptors=interceptors
+        )
+
+    def add_interceptor(self, interceptor: Any) -> Callable[[], None]:
+        """Wrap every later call in ``interceptor`` (outermost first); returns an undo."""
+        return self._executor.add_interceptor(interceptor)
+
+    # --- reporting ---------------------------------------------------------------------------
     def _load(
         self, source: Source, content: tuple[str, dict[Path, bytes]]
     ) -> PluginVersion | LoadFailure:
         return load_source(source, self.cache_dir, content, hook_timeout=self.hook_timeout)
-
-    def _still_changing(self, key: str, source: Source) -> bool:
-        """Whether files of ``source`` changed within the debounce window (events can lag
-        behind a copy in progress); if so, look again once the window has passed."""
-        age = time.time() - last_change(source)
-        if 0 <= age < self.debounce and self._watcher is not None:
-            self._watcher.mark(key)
-            return True
-        return False
-
-    def _targets(self, keys: set[str]) -> dict[str, Source | None]:
-        """Directory keys to look at and what each is now (None: gone)."""
-        directory = self.directory
-        known = [k for k in self._registry.plugin_keys() if not k.startswith("entry-point:")]
-        if directory is None:
-            return {}
-        if ALL in keys:
-            present = plugin_sources(directory)
-            logger.debug("scanned {}: {} plugin entries", directory, len(present))
-            _warn_lookalikes(directory, _entries(directory) - set(present))
-            return {key: present.get(key) for key in sorted({*present, *known})}
-        targets = {key: source_at(directory, key) for key in sorted(keys)}
-        _warn_lookalikes(directory, {key for key, source in targets.items() if source is None})
-        return targets
-
-    def _apply(self, loads: list[Load], removals: list[str]) -> RegistryChange:
-        if not loads and not removals:
-            return RegistryChange(self.version)
-        freed = [self._snapshot.plugins[k].name for k in removals if k in self._snapshot.plugins]
-        change, events = self._registry.apply(loads, removals)
-        self._emit(events)
-        directory = self.directory
-        retry = []
-        if directory is not None and not self._stopped:
-            for key in (k for name in freed for k in self._registry.waiting_for(name)):
-                source = source_at(directory, key)
-                try:
-                    content = read_source(source) if source is not None else None
-                except OSError:
-                    content = None  # vanished meanwhile: its deletion event follows
-                if source is not None and content is not None:
-                    retry.append(Load(key, source, self._load(source, content), content[0]))
-        if retry:  # a plugin name was freed: the entry waiting for it loads now
-            later, events = self._registry.apply(retry)
-            self._emit(events)
-            change = _merge(change, later)
-        return change
 
     def _emit(self, events: list[PluginEvent]) -> None:
         for event in events:
@@ -378,32 +428,3 @@ class PluginHost:
                     listener(event)
                 except Exception:  # noqa: BLE001 - a listener's bug must not stop loading
                     logger.exception("plugin event listener {!r} failed", listener)
-
-
-def _entries(directory: Path) -> set[str]:
-    try:
-        return {entry.name for entry in directory.iterdir()}
-    except OSError:
-        return set()
-
-
-def _warn_lookalikes(directory: Path, names: set[str]) -> None:
-    """Say why entries that look like plugins are not loaded (``my-tools.py``, no __init__.py)."""
-    for name in sorted(names):
-        reason = not_loaded(directory, name)
-        if reason is not None:
-            logger.warning("{}", reason)
-
-
-def _merge(first: RegistryChange, second: RegistryChange) -> RegistryChange:
-    def both(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(a + b))
-
-    return RegistryChange(
-        second.version,
-        both(first.added, second.added),
-        both(first.removed, second.removed),
-        both(first.changed, second.changed),
-        {**first.breaking, **second.breaking},
-        both(first.plugins, second.plugins),
-    )

@@ -23,7 +23,8 @@ from loguru import logger
 
 from agenthost._definition import ToolDefinition
 from agenthost._errors import ToolConflictError
-from agenthost._loader import LoadFailure, PluginVersion, Source
+from agenthost._loader import LoadFailure, PluginVersion
+from agenthost._scan import Source
 from agenthost._schema import breaking_changes
 
 __all__ = [

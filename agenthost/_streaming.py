@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import queue
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -40,13 +40,28 @@ _DONE = object()
 
 
 class Streaming:
-    """The streaming half of the executor (mixed into :class:`Executor`)."""
+    """Streams calls that ``run`` executes.
 
-    aexecute: Callable[..., Coroutine[Any, Any, ToolResult]]
-    _refused: Callable[[ToolResult], Coroutine[Any, Any, ToolResult]]
-    _loop: Callable[[], LoopThread]
-    _new_id: Callable[[], str]
-    _pool: WorkerPool
+    ``run`` is the executor's ``aexecute``; ``refused`` stamps and counts the result
+    for a call that could not even be read; ``new_id`` names a call; ``loop`` is the
+    host's event loop thread, which the sync forms pump from; waits for it are
+    ``pool.blocking()`` so a tool streaming a nested call never starves the pool.
+    """
+
+    def __init__(
+        self,
+        run: Callable[..., Awaitable[ToolResult]],
+        *,
+        refused: Callable[[ToolResult], Awaitable[ToolResult]],
+        new_id: Callable[[], str],
+        loop: Callable[[], LoopThread],
+        pool: WorkerPool,
+    ) -> None:
+        self._run = run
+        self._refused = refused
+        self._new_id = new_id
+        self._loop = loop
+        self._pool = pool
 
     async def astream(
         self,
@@ -70,7 +85,7 @@ class Streaming:
         token = _sink.set(sink)  # the task below starts with a copy of this context
         try:
             task = asyncio.ensure_future(
-                self.aexecute(
+                self._run(
                     name,
                     arguments,
                     session=session,

@@ -5,7 +5,9 @@ over the target, rename the target away first as Vim and JetBrains IDEs do),
 and copies arrive in chunks. Rather than interpreting event sequences, every
 event only marks the plugin it belongs to (the first path component under the
 directory) as dirty; once a key has been quiet for the debounce window, the
-host looks at what is on disk and loads, reloads or unloads accordingly. Any
+host looks at what is on disk and loads, reloads or unloads accordingly. A key
+whose files changed within the window is not passed on yet even if its events
+were quiet (events can lag behind a copy in progress). Any
 sequence of events therefore ends in one load of the final content, and the
 same content saved again changes nothing (the host compares content hashes).
 
@@ -31,7 +33,7 @@ from watchdog.observers import Observer as NativeObserver
 from watchdog.observers.api import BaseObserver, ObservedWatch
 from watchdog.observers.polling import PollingObserver
 
-from agenthost._loader import is_ignored
+from agenthost._scan import changing, is_ignored
 
 __all__ = ["ALL", "DEFAULT_DEBOUNCE", "Watcher", "debounce_from"]
 
@@ -129,9 +131,12 @@ class Watcher(FileSystemEventHandler):
                 due = self._wait_for_due()
                 if due is None:
                     return
-            if ALL in due:
-                self._ensure_watches()
             try:
+                due = {key for key in due if not self._still_changing(key)}
+                if not due:
+                    continue
+                if ALL in due:
+                    self._ensure_watches()
                 self._on_settled(due)
             except Exception:  # noqa: BLE001 - keep watching whatever one reconcile did
                 logger.exception("reloading {} failed", sorted(due))
@@ -147,6 +152,21 @@ class Watcher(FileSystemEventHandler):
             timeout = min(self._pending.values()) - now if self._pending else None
             self._cond.wait(timeout)
         return None
+
+    def _still_changing(self, key: str) -> bool:
+        """Whether ``key`` (any entry, for ``ALL``) changed on disk within the window; if so
+        it is marked again, to be looked at once the window has passed."""
+        if key == ALL:
+            try:
+                keys = [entry.name for entry in self.directory.iterdir()]
+            except OSError:
+                keys = []
+        else:
+            keys = [key]
+        if any(changing(self.directory, k, self.debounce) for k in keys):
+            self.mark(key)
+            return True
+        return False
 
     # --- watches -----------------------------------------------------------------------------
     def _new_observer(self) -> BaseObserver:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
+from pathlib import Path
+
 import agenthost
 
 
@@ -22,3 +25,47 @@ def test_public_names_of_the_package_are_all_exported() -> None:
         if not name.startswith("_") and not isinstance(value, type(agenthost))
     }
     assert public - {"logger"} == set(agenthost.__all__)
+
+
+CALL_API = (
+    "execute", "aexecute", "execute_many", "aexecute_many",
+    "stream", "astream", "stream_many", "astream_many", "add_interceptor",
+)  # fmt: skip
+
+
+def test_the_call_api_is_documented_methods_of_plugin_host() -> None:
+    """help(PluginHost) and an editor's go-to-definition land on real methods with real
+    parameters, not on attributes copied from a private object at run time."""
+    for name in CALL_API:
+        method = inspect.getattr_static(agenthost.PluginHost, name)
+        assert inspect.isfunction(method), name
+        assert method.__qualname__ == f"PluginHost.{name}"
+        assert method.__doc__, name
+        parameters = inspect.signature(method).parameters
+        if name != "add_interceptor":
+            assert {"session", "timeout", "interceptors"} <= set(parameters), name
+            assert all(p.kind is not p.VAR_KEYWORD for p in parameters.values()), name
+
+
+def test_a_plain_tool_sees_one_context_object_for_its_whole_call(tmp_path: Path) -> None:
+    seen: list[object] = []
+
+    def probe(x: int) -> int:
+        """Looks at its context twice."""
+        seen.extend([agenthost.current_context(), agenthost.current_context()])
+        return x
+
+    with agenthost.PluginHost(tmp_path, installed=False) as host:
+        host.register(probe)
+        result = host.execute("probe", '{"x": 3}', session="s1")
+    assert result.success, result.error
+    first, second = seen
+    assert isinstance(first, agenthost.ToolContext)
+    assert first is second
+    assert (first.name, first.session, first.call_id, first.arguments, first.attributes) == (
+        "probe",
+        "s1",
+        result.call_id,
+        {"x": 3},
+        {},
+    )

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from pydantic import Field
 
 from agenthost import InvalidArgumentsError, ToolDefinition, tool
-from agenthost._simple_schema import simple_schema
 from agenthost._signature import Built, build_input
+from agenthost._simple_schema import simple_schema
 from agenthost._validation import PydanticArgumentValidator, SimpleArgumentValidator
 
 SIMPLE: list[Any] = [

@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 from helpers import Events, call, replace_atomically, wait_for, wheel_bytes, write
+from watchdog.observers.api import BaseObserver, ObservedWatch
+from watchdog.observers.polling import PollingEmitter
 
 from agenthost import PluginHost
-from agenthost._watcher import DEFAULT_DEBOUNCE, debounce_from
+from agenthost._watcher import DEFAULT_DEBOUNCE, Watcher, debounce_from
 
 Host = Callable[..., PluginHost]
 DEBOUNCE = 0.05
@@ -295,16 +297,39 @@ def test_the_debounce_window_comes_from_argument_then_environment_then_default(
     assert debounce_from(None) == DEFAULT_DEBOUNCE
 
 
-def test_files_still_changing_on_disk_wait_even_if_events_lag(
-    plugin_dir: Path, make_host: Host
-) -> None:
-    host = make_host(plugin_dir, watch=True, debounce=0.3).start()
-    events = Events(host)
-    write(
-        plugin_dir / "late" / "__init__.py",
-        "from agenthost import tool\n@tool\ndef late() -> int:\n    'Late.'\n    return 1\n",
+class _Deaf(BaseObserver):
+    """An observer that never reports anything: the events of a copy have not arrived yet."""
+
+    def __init__(self) -> None:
+        super().__init__(PollingEmitter, timeout=60)
+
+    def schedule(self, *args: object, **kwargs: object) -> ObservedWatch:  # type: ignore[override]
+        return ObservedWatch(str(args[1]), recursive=False)
+
+
+def test_files_still_changing_on_disk_wait_even_if_events_lag(plugin_dir: Path) -> None:
+    window = 0.3
+    settled: list[tuple[set[str], float]] = []
+    watcher = Watcher(
+        plugin_dir,
+        lambda keys: settled.append((keys, time.time())),
+        debounce=window,
+        observer_class=_Deaf,
     )
-    host._settled({"late"})  # as if the debounce fired while the copy was still going on
-    assert events.all == []
-    wait_for(lambda: host.tool("late"), what="the quiet package to load")
-    assert events.kinds() == ["loaded"]
+    watcher.start()
+    try:
+        watcher.mark("late")  # its event came early; the copy is still going on
+        # The last chunk lands a third of the window later (the watcher cannot fire
+        # before the window ends, so this wait decides nothing by itself).
+        time.sleep(window / 3)
+        write(
+            plugin_dir / "late" / "__init__.py",
+            "from agenthost import tool\n@tool\ndef late() -> int:\n    'Late.'\n    return 1\n",
+        )
+        written = (plugin_dir / "late" / "__init__.py").stat().st_mtime
+        wait_for(lambda: settled, what="the quiet package to settle")
+        keys, when = settled[0]
+        assert keys == {"late"}
+        assert when - written >= window  # not handed on while its files were still changing
+    finally:
+        watcher.stop()

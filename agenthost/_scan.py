@@ -1,0 +1,214 @@
+"""What the plugin directory holds: which entries are plugins, which are litter, what changed.
+
+Both the watcher (which events matter, whether a key is quiet on disk) and the
+host (what to load) read the directory through these rules, and neither has
+to import plugin code to do so. Loading a :class:`Source` is ``_loader``'s job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+__all__ = [
+    "Kind",
+    "Source",
+    "changing",
+    "defines",
+    "is_ignored",
+    "last_change",
+    "lookalikes",
+    "not_loaded",
+    "plugin_sources",
+    "read_source",
+    "source_at",
+]
+
+Kind = Literal["module", "package", "wheel", "installed"]
+
+# Editor temp and backup files, VCS and OS litter: never plugins, never a reason to reload.
+_IGNORED_SUFFIXES = (
+    "~", ".swp", ".swo", ".swx", ".tmp", ".temp", ".bak", ".orig", ".rej", ".part",
+    ".crdownload", ".pyc", "___jb_tmp___", "___jb_old___", ".kate-swp",
+)  # fmt: skip
+_IGNORED_NAMES = frozenset({"__pycache__", "4913", "Thumbs.db", "node_modules"})
+
+
+def is_ignored(name: str) -> bool:
+    """Whether a file or folder name is editor or tool litter rather than plugin content."""
+    return (
+        name.startswith((".", "#", "~"))
+        or name.endswith(_IGNORED_SUFFIXES)
+        or name in _IGNORED_NAMES
+        or name.endswith(".egg-info")
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One plugin entry of the directory: a module file, a package folder or a wheel."""
+
+    key: str
+    path: Path
+    kind: Kind
+
+
+def source_at(directory: Path, key: str) -> Source | None:
+    """What the directory entry ``key`` is right now, if it is a plugin."""
+    if is_ignored(key):
+        return None
+    path = directory / key
+    if key.endswith(".py") and path.is_file() and key[:-3].isidentifier():
+        return Source(key, path, "module")
+    if key.endswith(".whl") and path.is_file():
+        return Source(key, path, "wheel")
+    if path.is_dir() and (path / "__init__.py").is_file() and key.isidentifier():
+        return Source(key, path, "package")
+    return None
+
+
+def not_loaded(directory: Path, key: str) -> str | None:
+    """Why an entry that looks like a plugin is not one, with the fix; None if it is not close.
+
+    ``my-tools.py`` or a folder of modules without ``__init__.py`` would otherwise be
+    skipped without a word while its author waits for tools that never come.
+    """
+    if is_ignored(key):
+        return None
+    path = directory / key
+    if key.endswith(".py") and path.is_file() and not key[:-3].isidentifier():
+        fixed = _identifier(key[:-3])
+        return f"{key} is not loaded: its name is not a Python module name; rename it {fixed}.py"
+    if path.is_dir() and any(child.suffix == ".py" for child in _children(path)):
+        if not (path / "__init__.py").is_file():
+            return (
+                f"{key}/ is not loaded: a package folder needs an __init__.py; create "
+                f"{key}/__init__.py (it may be empty, or import the modules with tools)"
+            )
+        if not key.isidentifier():
+            return (
+                f"{key}/ is not loaded: its name is not a Python package name; rename it "
+                f"{_identifier(key)}/"
+            )
+    return None
+
+
+def _identifier(name: str) -> str:
+    fixed = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return f"_{fixed}" if not fixed or fixed[0].isdigit() else fixed
+
+
+def _children(path: Path) -> list[Path]:
+    try:
+        return list(path.iterdir())
+    except OSError:
+        return []
+
+
+def defines(path: str, name: str, *, limit: int = 2_000_000) -> bool:
+    """Whether the plugin source at ``path`` appears to define a tool ``name``.
+
+    Read only to explain an unknown tool (a plugin that failed to load cannot be
+    asked), so a plain text search of its modules, ``limit`` bytes at most, will do.
+    """
+    if not name.isidentifier():
+        return False
+    pattern = re.compile(rf"\bdef {name}\s*\(|name\s*=\s*['\"]{name}['\"]".encode())
+    root = Path(path)
+    files = [root] if root.suffix == ".py" else sorted(root.rglob("*.py")) if root.is_dir() else []
+    budget = limit
+    for file in files[:500]:
+        try:
+            data = file.read_bytes()[:budget]
+        except OSError:
+            continue
+        if pattern.search(data):
+            return True
+        budget -= len(data)
+        if budget <= 0:
+            break
+    return False
+
+
+def plugin_sources(directory: Path) -> dict[str, Source]:
+    """Every plugin in ``directory``, by key, in name order."""
+    try:
+        names = sorted(entry.name for entry in directory.iterdir())
+    except OSError:
+        return {}
+    found = (source_at(directory, name) for name in names)
+    return {source.key: source for source in found if source is not None}
+
+
+def _package_files(path: Path) -> Iterator[Path]:
+    for child in sorted(path.iterdir()):
+        if is_ignored(child.name):
+            continue
+        if child.is_dir():
+            yield from _package_files(child)
+        elif child.is_file():
+            yield child
+
+
+def last_change(source: Source) -> float:
+    """When the source last changed on disk: the newest mtime or ctime of its files and folders.
+
+    ctime counts too because copies (``cp -p``, ``shutil.copy2``) keep old mtimes.
+    """
+    paths = [source.path]
+    if source.kind == "package":
+        paths += [p for p in source.path.rglob("*") if not any(map(is_ignored, p.parts))]
+    newest = 0.0
+    for path in paths:
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        newest = max(newest, info.st_mtime, info.st_ctime)
+    return newest
+
+
+def read_source(source: Source) -> tuple[str, dict[Path, bytes]]:
+    """The content hash of a source and the bytes it was computed from (``OSError`` if gone)."""
+    digest = hashlib.sha256()
+    files = [source.path] if source.kind != "package" else list(_package_files(source.path))
+    contents: dict[Path, bytes] = {}
+    for path in files:
+        data = path.read_bytes()
+        contents[path] = data
+        digest.update(str(path.relative_to(source.path.parent)).encode() + b"\0")
+        digest.update(hashlib.sha256(data).digest())
+    return digest.hexdigest()[:16], contents
+
+
+def lookalikes(directory: Path, names: Iterable[str] | None = None) -> list[str]:
+    """Why entries that look like plugins are not loaded (``my-tools.py``, no __init__.py).
+
+    ``names`` are the entries to look at; None means every entry of ``directory``
+    that is not a plugin.
+    """
+    if names is None:
+        try:
+            names = [e.name for e in directory.iterdir() if source_at(directory, e.name) is None]
+        except OSError:
+            return []
+    reasons = (not_loaded(directory, name) for name in sorted(names))
+    return [reason for reason in reasons if reason is not None]
+
+
+def changing(directory: Path, key: str, window: float) -> bool:
+    """Whether the entry ``key`` changed on disk within the last ``window`` seconds.
+
+    File events can lag behind a copy in progress; an entry that is not quiet
+    yet is better looked at again than loaded half-written.
+    """
+    source = source_at(directory, key)
+    if source is None:
+        return False
+    age = time.time() - last_change(source)
+    return 0 <= age < window
