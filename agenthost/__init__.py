@@ -17,6 +17,7 @@ from agenthost._errors import (
     InvalidArgumentsError,
     ToolConflictError,
     ToolDefinitionError,
+    WheelError,
 )
 from agenthost._exporters import (
     FORMATS,
@@ -78,6 +79,7 @@ __all__ = [
     "ToolInfo",
     "ToolOptions",
     "ToolResult",
+    "WheelError",
     "check_compatibility",
     "current_context",
     "export_tool",

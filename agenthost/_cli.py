@@ -21,7 +21,7 @@ from loguru import logger
 
 from agenthost._exporters import FORMATS
 from agenthost._host import PluginHost
-from agenthost._loader import LoadFailure, load_source
+from agenthost._loader import LoadFailure, PluginVersion, load_source
 from agenthost._providers import PROVIDERS, Finding, check_compatibility
 from agenthost._registry import PluginEvent, PluginInfo
 from agenthost._scan import not_loaded, source_at
@@ -524,7 +524,7 @@ def _plugin_record(plugin: PluginInfo, tools: Sequence[Any]) -> dict[str, Any]:
         "error": plugin.error,
         "path": plugin.path,
         "kind": plugin.kind,
-        "problems": list(plugin.problems),
+        "problems": [error.as_dict() for error in plugin.definition_errors],
         "warnings": list(plugin.warnings),
         "tools": [
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
@@ -617,80 +617,90 @@ def _looks_like_json(text: str) -> bool:
 
 
 def _check(args: argparse.Namespace) -> int:
-    """Check every path given (`agenthost check sample_plugins/*`); 1 if any fails."""
-    codes = [_check_one(Path(path), args) for path in args.path]
+    """Check every path given (`agenthost check sample_plugins/*`); 1 if any fails.
+
+    ``--json`` prints one array with a record per path, so the output of any
+    number of paths is one JSON document.
+    """
+    records: list[dict[str, Any]] | None = [] if args.json else None
+    codes = [_check_one(Path(path), args, records) for path in args.path]
+    if records is not None:
+        print(json.dumps(records, indent=2, default=str))
     return max(codes)
 
 
-def _check_one(given: Path, args: argparse.Namespace) -> int:
+def _check_one(given: Path, args: argparse.Namespace, records: list[dict[str, Any]] | None) -> int:
+    """Check one path; its report is printed, or appended to ``records`` for ``--json``."""
     path = given.absolute()
     source = source_at(path.parent, path.name)
     if source is None:
         reason = not_loaded(path.parent, path.name)
-        print(reason or f"{path}: not a plugin (a .py file, a folder with __init__.py, or a .whl)")
+        message = (
+            reason or f"{path}: not a plugin (a .py file, a folder with __init__.py, or a .whl)"
+        )
+        _say(records, message, path=str(path), ok=False, error=message)
         return 1
     with tempfile.TemporaryDirectory(prefix="agenthost-check-") as scratch:
         result = load_source(source, Path(scratch), hooks=False)
         if isinstance(result, LoadFailure):
-            print(f"failed: {result}")
-            if result.traceback:
-                print(_indent(result.traceback))
+            text = f"failed: {result}"
+            text += f"\n{_indent(result.traceback)}" if result.traceback else ""
+            _say(records, text, path=str(path), ok=False, error=result.message,
+                 file=result.file, line=result.line, traceback=result.traceback)  # fmt: skip
             return 1
         try:
-            return _report(
-                result.name,
-                result.version,
-                result.definitions,
-                result.problems,
-                args.json,
-                warnings=result.warnings,
-                providers=args.provider,
-            )
+            findings = [f for d in result.definitions for f in check_compatibility(d)]
+            findings = _weighed(findings, args.provider)
+            failed = bool(result.definition_errors) or any(f.severity == "error" for f in findings)
+            if records is not None:
+                records.append(_check_record(result, findings, failed))
+            else:
+                _report(result, findings, failed)
+            return 1 if failed else 0
         finally:
             result.retire()
 
 
-def _report(
-    name: str,
-    version: str | None,
-    definitions: Sequence[Any],
-    problems: Sequence[str],
-    as_json: bool,
-    *,
-    warnings: Sequence[str] = (),
-    providers: Sequence[str] = (),
-) -> int:
-    findings = _weighed([f for d in definitions for f in check_compatibility(d)], providers)
-    failed = bool(problems) or any(f.severity == "error" for f in findings)
-    if as_json:
-        record = {
-            "plugin": name,
-            "version": version,
-            "ok": not failed,
-            "tools": [{"name": d.name, "input_schema": d.input_schema} for d in definitions],
-            "problems": list(problems),
-            "warnings": list(warnings),
-            "findings": [
-                {"severity": f.severity, "provider": f.provider, "tool": f.tool,
-                 "message": f.message, "file": f.file, "line": f.line}
-                for f in findings
-            ],
-        }  # fmt: skip
-        print(json.dumps(record, indent=2, default=str))
-        return 1 if failed else 0
+def _say(records: list[dict[str, Any]] | None, text: str, **record: Any) -> None:
+    if records is None:
+        print(text)
+    else:
+        records.append({"plugin": None, **record})
+
+
+def _check_record(
+    result: PluginVersion, findings: Sequence[Finding], failed: bool
+) -> dict[str, Any]:
+    return {
+        "plugin": result.name,
+        "path": str(result.source.path),
+        "version": result.version,
+        "ok": not failed,
+        "tools": [{"name": d.name, "input_schema": d.input_schema} for d in result.definitions],
+        "problems": [error.as_dict() for error in result.definition_errors],
+        "warnings": list(result.warnings),
+        "findings": [
+            {"severity": f.severity, "provider": f.provider, "tool": f.tool,
+             "message": f.message, "file": f.file, "line": f.line}
+            for f in findings
+        ],
+    }  # fmt: skip
+
+
+def _report(result: PluginVersion, findings: Sequence[Finding], failed: bool) -> None:
+    definitions = result.definitions
     count = f"{len(definitions)} tool{'s' if len(definitions) != 1 else ''}"
-    print(f"plugin {name} {version or ''}".rstrip() + f": {count}")
+    print(f"plugin {result.name} {result.version or ''}".rstrip() + f": {count}")
     for definition in definitions:
         parameters = ", ".join(definition.input_schema.get("properties") or {}) or "no parameters"
         print(f"  {definition.name}({parameters}): {definition.description or '(no description)'}")
-    for problem in problems:
+    for problem in result.problems:
         print(f"error: {problem}")
-    for warning in warnings:
+    for warning in result.warnings:
         print(f"warning: {warning}")
     for finding in findings:
         print(finding)
     print("FAILED" if failed else "OK")
-    return 1 if failed else 0
 
 
 def _weighed(findings: list[Finding], providers: Sequence[str]) -> list[Finding]:

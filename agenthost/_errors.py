@@ -8,13 +8,15 @@ is never raised out of the executor.
     AgentHostError
      ├── ToolDefinitionError      a @tool declaration cannot become a tool
      ├── InvalidArgumentsError    a call's arguments do not match the tool's schema
-     └── ToolConflictError        the host registered a name someone already owns
+     ├── ToolConflictError        the host registered a name someone already owns
+     └── WheelError               a wheel cannot be used as a plugin (unsafe, corrupt, ...)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "AgentHostError",
@@ -23,6 +25,7 @@ __all__ = [
     "InvalidArgumentsError",
     "ToolConflictError",
     "ToolDefinitionError",
+    "WheelError",
 ]
 
 
@@ -47,6 +50,9 @@ class DefinitionProblem:
             where += ": "
         return where + self.message
 
+    def as_dict(self) -> dict[str, Any]:
+        return {"message": self.message, "parameter": self.parameter, "line": self.line}
+
 
 class ToolDefinitionError(AgentHostError):
     """A function cannot become a tool; every problem found is listed at once."""
@@ -66,6 +72,17 @@ class ToolDefinitionError(AgentHostError):
         self.line = line
         self.problems = tuple(problems)
         super().__init__(self._render())
+
+    def as_dict(self) -> dict[str, Any]:
+        """The error as JSON-ready data: where, and each problem with its parameter and line."""
+        return {
+            "message": str(self),
+            "function": self.function,
+            "tool": self.tool,
+            "file": self.file,
+            "line": self.line,
+            "problems": [problem.as_dict() for problem in self.problems],
+        }
 
     def _render(self) -> str:
         location = f"{self.file}:{self.line}" if self.file and self.line else self.file or "?"
@@ -118,3 +135,7 @@ class ToolConflictError(AgentHostError):
         self.name = name
         self.owner = owner
         super().__init__(f"tool '{name}' is already owned by {owner}; choose another name")
+
+
+class WheelError(AgentHostError):
+    """A wheel that cannot be used as a plugin, with the reason."""

@@ -33,7 +33,7 @@ from loguru import logger
 
 from agenthost._decorator import tool_options
 from agenthost._definition import ToolDefinition
-from agenthost._errors import ToolDefinitionError
+from agenthost._errors import DefinitionProblem, ToolDefinitionError
 from agenthost._namespace import Namespace
 from agenthost._providers import refused_names
 from agenthost._scan import Source, read_source
@@ -97,7 +97,7 @@ class PluginVersion:
     version: str | None
     content_hash: str
     definitions: tuple[ToolDefinition, ...]
-    problems: tuple[str, ...] = ()  # tools that could not be defined
+    definition_errors: tuple[ToolDefinitionError, ...] = ()  # tools that could not be defined
     warnings: tuple[str, ...] = ()  # hook errors, names some provider refuses
     load_ms: float = 0.0
     namespace: Namespace | None = None
@@ -108,6 +108,11 @@ class PluginVersion:
     _calls: list[None] = field(default_factory=list, repr=False)
     _retired: bool = False
     _closed: bool = False
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """The definition errors as text, one per tool that could not be defined."""
+        return tuple(map(str, self.definition_errors))
 
     # enter() and exit() are on every call's path, so they avoid the lock: list append
     # and pop are atomic, and enter() publishes its call *before* looking at _retired
@@ -257,7 +262,7 @@ def _load_source(
         failure = _failure(exc, [str(p) for p in tops.values()], str(source.path))
         namespace.close()
         return failure
-    definitions, problems = _define(targets)
+    definitions, errors = _define(targets)
     version, warnings = _module_version(imported[0]) if wheel is None else (wheel.version, [])
     warnings = _definition_warnings(definitions) + refused_names(definitions) + warnings
     if source.kind != "module":
@@ -269,7 +274,7 @@ def _load_source(
         version=version,
         content_hash=content_hash,
         definitions=tuple(definitions),
-        problems=tuple(problems),
+        definition_errors=tuple(errors),
         warnings=tuple(warnings),
         load_ms=(time.perf_counter() - started) * 1000,
         namespace=namespace,
@@ -301,7 +306,7 @@ def _load_installed(
     except BaseException as exc:  # noqa: BLE001 - contain whatever the plugin raises
         return _failure(exc, [], entry_point.value)
     modules = [target] if isinstance(target, types.ModuleType) else []
-    definitions, problems = _define(_expand(target, entry_point.value))
+    definitions, errors = _define(_expand(target, entry_point.value))
     warnings = _definition_warnings(definitions) + refused_names(definitions)
     warnings += _run_hooks(_hooks(modules, "on_load"), hook_timeout)
     return PluginVersion(
@@ -310,7 +315,7 @@ def _load_installed(
         version=dist.version if dist else None,
         content_hash="",
         definitions=tuple(definitions),
-        problems=tuple(problems),
+        definition_errors=tuple(errors),
         warnings=tuple(warnings),
         load_ms=(time.perf_counter() - started) * 1000,
         unload_hooks=tuple(_hooks(modules, "on_unload")),
@@ -403,30 +408,40 @@ def _expand(target: Any, where: str) -> list[Any]:
     raise TypeError(f"entry point {where} names neither a module, a tool nor a list of tools")
 
 
-def _define(targets: Iterable[Any]) -> tuple[list[ToolDefinition], list[str]]:
+def _define(targets: Iterable[Any]) -> tuple[list[ToolDefinition], list[ToolDefinitionError]]:
     definitions: dict[str, ToolDefinition] = {}
-    problems: list[str] = []
+    errors: list[ToolDefinitionError] = []
     for target in {id(t): t for t in targets}.values():
         try:
             definition = ToolDefinition.from_function(target)
         except ToolDefinitionError as exc:
-            problems.append(str(exc))
+            errors.append(exc)
             continue
         except BaseException as exc:  # noqa: BLE001 - a plugin object that fails when read
-            problems.append(
-                f"cannot define a tool from {type_name(target)} object {printable(target)[:60]!r}: "
-                f"reading it raised {exception_text(exc)}"
+            shown = printable(target)[:60]
+            message = f"reading {type_name(target)} object {shown!r} raised {exception_text(exc)}"
+            errors.append(
+                ToolDefinitionError(function=shown, problems=[DefinitionProblem(message)])
             )
             continue
         first = definitions.get(definition.name)
         if first is not None:
-            problems.append(
-                f"tool name '{definition.name}' is defined twice: at {first.location} and at "
-                f"{definition.location}; rename one with @tool(name=...)"
+            message = (
+                f"tool name '{definition.name}' is defined twice: at {first.location} and here; "
+                "rename one with @tool(name=...)"
+            )
+            errors.append(
+                ToolDefinitionError(
+                    function=getattr(definition.function, "__qualname__", definition.name),
+                    tool=definition.name,
+                    file=definition.file,
+                    line=definition.line,
+                    problems=[DefinitionProblem(message)],
+                )
             )
             continue
         definitions[definition.name] = definition
-    return list(definitions.values()), problems
+    return list(definitions.values()), errors
 
 
 def _module_version(module: types.ModuleType) -> tuple[str | None, list[str]]:

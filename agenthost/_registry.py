@@ -22,7 +22,7 @@ from typing import Any, Literal
 from loguru import logger
 
 from agenthost._definition import ToolDefinition
-from agenthost._errors import ToolConflictError
+from agenthost._errors import ToolConflictError, ToolDefinitionError
 from agenthost._loader import LoadFailure, PluginVersion
 from agenthost._scan import Source
 from agenthost._schema import breaking_changes
@@ -82,7 +82,9 @@ class PluginInfo:
 
     ``status`` is ``failed`` when the last load failed (the previous version, if
     any, keeps serving ``tools``) and ``conflict`` when some of its tool names
-    (or its plugin name) are owned by someone else.
+    (or its plugin name) are owned by someone else. ``problems`` says which
+    functions could not become tools; ``definition_errors`` holds the same as
+    errors with their file, line and each problem's parameter.
     """
 
     name: str
@@ -98,6 +100,7 @@ class PluginInfo:
     load_ms: float = 0.0
     location: str = ""
     traceback: str = ""
+    definition_errors: tuple[ToolDefinitionError, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -490,6 +493,7 @@ class Registry:
             kind=state.source.kind,
             content_hash=serving.content_hash if serving else "",
             problems=serving.problems if serving else (),
+            definition_errors=serving.definition_errors if serving else (),
             warnings=serving.warnings if serving else (),
             load_ms=serving.load_ms if serving else 0.0,
             location=failure.location if failure else "",

@@ -33,7 +33,10 @@ from loguru import logger
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from agenthost._errors import WheelError
+
 __all__ = ["ENTRY_POINT_GROUP", "Wheel", "WheelError", "open_wheel", "prune_cache"]
+
 
 ENTRY_POINT_GROUP = "agenthost.plugins"
 MAX_UNCOMPRESSED = 200 * 1024 * 1024
@@ -41,10 +44,6 @@ MAX_ENTRIES = 10_000
 _COMPILED = (".so", ".pyd", ".dylib", ".dll")
 _HASHES = frozenset({"sha256", "sha384", "sha512", "sha3_256", "sha3_384", "sha3_512", "blake2b"})
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")  # listed in RECORD without a hash
-
-
-class WheelError(Exception):
-    """A wheel that cannot be used as a plugin, with the reason."""
 
 
 @dataclass(frozen=True)

@@ -125,13 +125,50 @@ def test_check_does_not_run_hooks_or_leave_modules(
 def test_check_json(plugin_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(plugin_dir / "math_tools.py", GOOD)
     code, out = run(capsys, "check", str(path), "--json")
-    record = json.loads(out)
+    [record] = json.loads(out)
     assert (code, record["ok"], record["tools"][0]["name"], record["findings"]) == (
         0,
         True,
         "add",
         [],
     )
+
+
+BAD_PARAMETER = """
+from agenthost import tool
+
+class Opaque:
+    pass
+
+@tool
+def bad(thing: Opaque) -> str:
+    'Takes something no model can send.'
+    return ''
+"""
+
+
+def test_check_json_of_several_paths_is_one_array_with_structured_problems(
+    plugin_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = write(plugin_dir / "math_tools.py", GOOD)
+    bad = write(plugin_dir / "bad_tools.py", BAD_PARAMETER)
+    broken = write(plugin_dir / "broken.py", "def oops(:\n")
+    dashed = write(plugin_dir / "my-tools.py", GOOD)
+    code, out = run(capsys, "check", str(good), str(bad), str(broken), str(dashed), "--json")
+    records = json.loads(out)  # one document, whatever the number of paths
+    assert code == 1
+    assert [(r["plugin"], r["ok"]) for r in records] == [
+        ("math_tools", True), ("bad_tools", False), (None, False), (None, False)
+    ]  # fmt: skip
+    lines = bad.read_text().splitlines()
+    [problem] = records[1]["problems"]
+    decorator = lines.index("@tool") + 1
+    assert (problem["function"], problem["file"], problem["line"]) == ("bad", str(bad), decorator)
+    [detail] = problem["problems"]
+    assert (detail["parameter"], detail["line"]) == ("thing", decorator + 1)
+    assert "Opaque" in detail["message"]
+    assert (records[2]["file"], records[2]["line"]) == (str(broken), 1)
+    assert "rename it my_tools.py" in records[3]["error"]
 
 
 def test_new_writes_a_template_that_loads_and_passes_check(

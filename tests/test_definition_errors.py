@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
 
-from agenthost import ToolContext, ToolDefinition, ToolDefinitionError, tool
+import agenthost
+from agenthost import PluginHost, ToolContext, ToolDefinition, ToolDefinitionError, tool
 
 
 class Plain:
@@ -317,3 +319,31 @@ def test_typing_typeddict_on_old_python_explains_the_fix() -> None:
         f"parameter 'point' (line {line_of(uses_stdlib_typed_dict, 0)}): uses "
         "typing.TypedDict; on Python < 3.12 import TypedDict from typing_extensions"
     ]
+
+
+def test_plugin_info_keeps_definition_errors_structured(tmp_path: Path) -> None:
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "shop.py").write_text(
+        "from agenthost import tool\n"
+        "class Opaque:\n    pass\n"
+        "@tool\n"
+        "def sell(item: Opaque) -> str:\n    'Sell.'\n    return ''\n"
+        "@tool\n"
+        "def price(item: str) -> float:\n    'Price.'\n    return 1.0\n"
+    )
+    with PluginHost(plugins, installed=False) as host:
+        [plugin] = host.plugins()
+    assert plugin.tools == ("price",)
+    [error] = plugin.definition_errors
+    assert (error.function, error.file, error.line) == ("sell", str(plugins / "shop.py"), 4)
+    [problem] = error.problems
+    assert (problem.parameter, problem.line) == ("item", 5)
+    assert plugin.problems == (str(error),)
+
+
+def test_every_exception_agenthost_exports_is_an_agent_host_error() -> None:
+    exported = [getattr(agenthost, name) for name in agenthost.__all__]
+    errors = [e for e in exported if isinstance(e, type) and issubclass(e, BaseException)]
+    assert agenthost.WheelError in errors
+    assert all(issubclass(e, agenthost.AgentHostError) for e in errors)
