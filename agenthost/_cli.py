@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from loguru import logger
 
-from agenthost._exporters import FORMATS
+from agenthost._exporters import FORMATS, STRICT_FORMATS
 from agenthost._host import PluginHost
 from agenthost._loader import LoadFailure, PluginVersion, load_source
 from agenthost._providers import PROVIDERS, Finding, check_compatibility
@@ -176,7 +176,7 @@ def _parser() -> argparse.ArgumentParser:
         "--format", choices=FORMATS, default="openai", help="provider format (default: openai)"
     )
     schema.add_argument(
-        "--strict", action="store_true", help="strict mode (openai and openai-responses only)"
+        "--strict", action="store_true", help="strict mode (openai, openai-responses, anthropic)"
     )
     for sub in commands.choices.values():  # `agenthost list -v` as well as `agenthost -v list`
         sub.add_argument(
@@ -546,14 +546,11 @@ def _say_failures(host: PluginHost, command: str) -> None:
             )
 
 
-_STRICT_FORMATS = ("openai", "openai-responses")
-
-
 def _schema(args: argparse.Namespace) -> int:
-    if args.strict and args.format not in _STRICT_FORMATS:
+    if args.strict and args.format not in STRICT_FORMATS:
         print(
             f"agenthost schema: --format {args.format} has no strict mode (only "
-            f"{' and '.join(_STRICT_FORMATS)} do); drop --strict",
+            f"{', '.join(STRICT_FORMATS)} do); drop --strict",
             file=sys.stderr,
         )
         return 2

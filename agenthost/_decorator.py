@@ -39,6 +39,8 @@ class ToolOptions:
     input_schema: Mapping[str, Any] | None = None
     cache_ttl: float | None = None
     retries: int = 0
+    icons: Iterable[Mapping[str, Any]] = ()
+    meta: Mapping[str, Any] | None = None
     unknown: tuple[str, ...] = ()
 
 
@@ -67,6 +69,8 @@ def tool(
     input_schema: Mapping[str, Any] | None = None,
     cache_ttl: float | None = None,
     retries: int = 0,
+    icons: Iterable[Mapping[str, Any]] = (),
+    meta: Mapping[str, Any] | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -81,9 +85,11 @@ def tool(fn: Any = None, /, **options: Any) -> Any:
     (the host describes the tool but the client runs it), ``examples`` (example
     argument objects, checked against the schema, or usage text),
     ``input_schema`` (a hand-written JSON Schema instead of the signature's),
-    ``cache_ttl`` (seconds a ``CachingInterceptor`` may reuse a result) and
+    ``cache_ttl`` (seconds a ``CachingInterceptor`` may reuse a result),
     ``retries`` (how often a ``RetryInterceptor`` may rerun a failed call; the
-    tool must be ``idempotent=True``).
+    tool must be ``idempotent=True``), and for MCP clients ``icons`` (``{"src":
+    "https://...", "mimeType": ..., "sizes": [...], "theme": "light"|"dark"}``)
+    and ``meta`` (the tool's ``_meta`` object).
     """
     if fn is None:
         known = {key: value for key, value in options.items() if key in _OPTION_NAMES}

@@ -84,6 +84,8 @@ class ToolDefinition:
     file: str | None = None
     line: int | None = None
     warnings: tuple[str, ...] = ()
+    icons: tuple[Mapping[str, Any], ...] = ()
+    meta: Mapping[str, Any] | None = None
     _exports: dict[tuple[str, bool], Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -233,6 +235,8 @@ def _fingerprint(definition: ToolDefinition) -> str:
         "examples": list(definition.examples),
         "cache_ttl": definition.cache_ttl,
         "retries": definition.retries,
+        "icons": list(definition.icons),
+        "meta": definition.meta,
     }
     text = json.dumps(public, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -294,6 +298,8 @@ def _check_options(
         "hints": hints,
         "definition_only": bool(options.definition_only),
         "examples": tuple(_examples(options.examples, problems)),
+        "icons": tuple(_icons(options.icons, problems)),
+        "meta": _meta(options.meta, problems),
     }
 
 
@@ -367,6 +373,57 @@ def _examples(values: Iterable[object], problems: list[DefinitionProblem]) -> li
                 )
             )
     return out
+
+
+_ICON_KEYS = frozenset({"src", "mimeType", "sizes", "theme"})
+_ICON_SOURCES = ("https://", "http://", "data:")
+
+
+def _icons(values: Iterable[Any], problems: list[DefinitionProblem]) -> list[Any]:
+    """MCP ``Icon`` objects: a ``src`` URL or data URI, optional mimeType, sizes, theme."""
+    if isinstance(values, Mapping):
+        values = [values]
+    out: list[Any] = []
+    for icon in values:
+        if not isinstance(icon, Mapping):
+            problems.append(
+                DefinitionProblem(f'icon {icon!r} must be a dict: {{"src": "https://..."}}')
+            )
+            continue
+        wrong = []
+        src = icon.get("src")
+        if not isinstance(src, str) or not src.startswith(_ICON_SOURCES):
+            wrong.append("'src' must be an https://, http:// or data: URI")
+        if set(icon) - _ICON_KEYS:
+            wrong.append(
+                f"unknown keys {sorted(set(icon) - _ICON_KEYS)} (use {sorted(_ICON_KEYS)})"
+            )
+        if "mimeType" in icon and not isinstance(icon["mimeType"], str):
+            wrong.append("'mimeType' must be a string such as 'image/png'")
+        sizes = icon.get("sizes", [])
+        if not isinstance(sizes, list | tuple) or not all(isinstance(x, str) for x in sizes):
+            wrong.append("'sizes' must be a list of strings such as ['48x48']")
+        if icon.get("theme", "light") not in ("light", "dark"):
+            wrong.append("'theme' must be 'light' or 'dark'")
+        if wrong:
+            problems.append(DefinitionProblem(f"icon {dict(icon)!r}: " + "; ".join(wrong)))
+        else:
+            out.append(freeze(dict(icon)))
+    return out
+
+
+def _meta(value: Mapping[str, Any] | None, problems: list[DefinitionProblem]) -> Any:
+    """The MCP ``_meta`` object: string keys, JSON values."""
+    if value is None:
+        return None
+    try:
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+            raise TypeError("meta must be a dict with string keys")
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        problems.append(DefinitionProblem(f"meta must be JSON (a dict with string keys): {exc}"))
+        return None
+    return freeze(dict(value))
 
 
 def _check_examples(

@@ -23,11 +23,14 @@ if TYPE_CHECKING:
     from agenthost._definition import ToolDefinition
 
 __all__ = [
+    "DEFERRABLE",
     "FORMATS",
+    "STRICT_FORMATS",
     "Format",
     "Note",
     "export_tool",
     "export_tools",
+    "anthropic_strict_schema",
     "gemini_schema",
     "strict_schema",
     "to_anthropic",
@@ -39,22 +42,53 @@ __all__ = [
 
 Format = Literal["openai", "openai-responses", "anthropic", "gemini", "mcp"]
 FORMATS: tuple[Format, ...] = ("openai", "openai-responses", "anthropic", "gemini", "mcp")
+STRICT_FORMATS: tuple[Format, ...] = ("openai", "openai-responses", "anthropic")
+DEFERRABLE: tuple[Format, ...] = ("openai-responses", "anthropic")  # defer_loading + tool search
 JsonSchema = dict[str, Any]
 Note = tuple[Literal["error", "warning", "info"], str]
 
 
 def export_tools(
-    definitions: Iterable[ToolDefinition], format: Format = "openai", *, strict: bool = False
+    definitions: Iterable[ToolDefinition],
+    format: Format = "openai",
+    *,
+    strict: bool = False,
+    loaded: Iterable[str] | None = None,
+    cache_control: bool | Mapping[str, Any] = False,
 ) -> list[Mapping[str, Any]]:
-    """Every definition in ``format`` (read-only dicts, cached per definition)."""
+    """Every definition in ``format`` (read-only dicts, cached per definition).
+
+    ``loaded`` names the tools the model sees up front (None: all). The rest are
+    sent with ``defer_loading: true`` where the provider has tool search
+    (``anthropic``, ``openai-responses``) and left out where it has none, so an
+    agent finds them with ``search_tools`` and asks again. ``cache_control``
+    (Anthropic; True or ``{"type": "ephemeral", "ttl": "1h"}``) marks the last
+    tool as a prompt-cache breakpoint, so the whole tool list is cached.
+    """
     key = _key(format, strict)
-    return [d._exports.get(key) or _export(d, key) for d in definitions]
+    exported = [d._exports.get(key) or _export(d, key) for d in definitions]
+    if loaded is not None:
+        up_front = set(loaded)
+        deferrable = format in DEFERRABLE
+        exported = [
+            tool if _name(tool) in up_front else freeze({**tool, "defer_loading": True})
+            for tool in exported
+            if deferrable or _name(tool) in up_front
+        ]
+    if cache_control and format == "anthropic" and exported:
+        breakpoint = {"type": "ephemeral"} if cache_control is True else dict(cache_control)
+        exported[-1] = freeze({**exported[-1], "cache_control": breakpoint})
+    return exported
+
+
+def _name(exported: Mapping[str, Any]) -> Any:
+    return exported["function"]["name"] if "function" in exported else exported["name"]
 
 
 def export_tool(
     definition: ToolDefinition, format: Format = "openai", *, strict: bool = False
 ) -> Mapping[str, Any]:
-    """One definition in ``format``; ``strict`` applies to the OpenAI formats only."""
+    """One definition in ``format``; ``strict`` applies to the OpenAI and Anthropic formats."""
     key = _key(format, strict)
     return definition._exports.get(key) or _export(definition, key)
 
@@ -69,9 +103,10 @@ def to_openai_responses(definition: ToolDefinition, *, strict: bool = False) -> 
     return export_tool(definition, "openai-responses", strict=strict)
 
 
-def to_anthropic(definition: ToolDefinition) -> Mapping[str, Any]:
-    """Anthropic Messages: ``name``, ``description``, ``input_schema``."""
-    return export_tool(definition, "anthropic")
+def to_anthropic(definition: ToolDefinition, *, strict: bool = False) -> Mapping[str, Any]:
+    """Anthropic Messages: ``name``, ``description``, ``input_schema``, ``input_examples``;
+    ``strict`` when asked and the schema fits Anthropic's strict tool use."""
+    return export_tool(definition, "anthropic", strict=strict)
 
 
 def to_gemini(definition: ToolDefinition, *, json_schema: bool = False) -> Mapping[str, Any]:
@@ -88,7 +123,7 @@ def to_mcp(definition: ToolDefinition) -> Mapping[str, Any]:
 def _key(format: str, strict: bool) -> tuple[str, bool]:
     if format not in _BUILDERS:
         raise ValueError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
-    return format, strict and format in ("openai", "openai-responses")
+    return format, strict and format in STRICT_FORMATS
 
 
 def _export(definition: ToolDefinition, key: tuple[str, bool]) -> Mapping[str, Any]:
@@ -111,22 +146,65 @@ def _build_openai_responses(definition: ToolDefinition, strict: bool) -> JsonSch
     out: JsonSchema = {"type": "function", "name": definition.name}
     _describe(out, definition)
     out["parameters"], out["strict"] = _openai_parameters(definition, strict)
+    output = _json_output(definition)
+    if output is not None:
+        out["output_schema"] = output
     return out
 
 
-def _build_anthropic(definition: ToolDefinition, _: bool) -> JsonSchema:
+def _json_output(definition: ToolDefinition) -> Mapping[str, Any] | None:
+    """The schema of the JSON a result's text holds, if it always holds JSON.
+
+    A result's text is the JSON of the return value, except that a returned
+    string is the text itself: a tool that may return a string has none.
+    """
+    schema = definition.output_schema
+    if schema is None:
+        return None
+    properties = schema.get("properties") or {}
+    if list(properties) == ["result"] and list(schema.get("required") or ()) == ["result"]:
+        schema = properties["result"]  # a non-object return, wrapped for MCP
+    return None if _may_be_string(schema) else schema
+
+
+def _may_be_string(schema: Mapping[str, Any]) -> bool:
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    if "string" in kinds or (kind is None and not schema.get("anyOf") and "enum" not in schema):
+        return "$ref" not in schema and "const" not in schema
+    if any(isinstance(v, str) for v in schema.get("enum", ())):
+        return True
+    return any(_may_be_string(v) for v in schema.get("anyOf") or () if isinstance(v, Mapping))
+
+
+def _build_anthropic(definition: ToolDefinition, strict: bool) -> JsonSchema:
     out: JsonSchema = {"name": definition.name}
-    _describe(out, definition)
+    text = _description(definition, argument_examples=False)
+    if text:
+        out["description"] = text
     out["input_schema"] = definition.input_schema
+    if strict:
+        converted, _ = anthropic_strict_schema(definition.input_schema)
+        if converted is not None:
+            out["input_schema"], out["strict"] = converted, True
+    examples = [e for e in definition.examples if not isinstance(e, str)]
+    if examples:
+        out["input_examples"] = examples
     return out
 
 
 def _build_gemini(definition: ToolDefinition, json_schema: bool) -> JsonSchema:
     out: JsonSchema = {"name": definition.name, "description": _description(definition)}
+    output = definition.output_schema
     if json_schema:
         out["parametersJsonSchema"] = definition.input_schema
-    elif definition.input_schema.get("properties"):
-        out["parameters"] = gemini_schema(definition.input_schema)[0]
+        if output is not None:
+            out["responseJsonSchema"] = output
+    else:
+        if definition.input_schema.get("properties"):
+            out["parameters"] = gemini_schema(definition.input_schema)[0]
+        if output is not None:
+            out["response"] = gemini_schema(output)[0]
     return out
 
 
@@ -147,6 +225,10 @@ def _build_mcp(definition: ToolDefinition, _: bool) -> JsonSchema:
     annotations = {key: value for key, value in annotations.items() if value is not None}
     if annotations:
         out["annotations"] = {"title": out["title"], **annotations}
+    if definition.icons:
+        out["icons"] = definition.icons
+    if definition.meta is not None:
+        out["_meta"] = definition.meta
     return out
 
 
@@ -159,13 +241,14 @@ _BUILDERS: dict[str, Callable[[ToolDefinition, bool], JsonSchema]] = {
 }
 
 
-def _description(definition: ToolDefinition) -> str:
-    """The description a model sees: the tool's description, then its examples."""
+def _description(definition: ToolDefinition, *, argument_examples: bool = True) -> str:
+    """The description a model sees: the tool's description, then its examples (argument
+    objects only where the format has no field of their own)."""
     text = definition.description
-    if definition.examples:
+    examples = [e for e in definition.examples if argument_examples or isinstance(e, str)]
+    if examples:
         lines = [
-            example if isinstance(example, str) else json.dumps(example)
-            for example in definition.examples
+            example if isinstance(example, str) else json.dumps(example) for example in examples
         ]
         text = (text + "\n\n" if text else "") + "Examples:\n" + "\n".join(f"- {x}" for x in lines)
     return text
@@ -291,6 +374,94 @@ def _nullable(schema: Mapping[str, Any]) -> JsonSchema:
     if "description" in schema:
         out["description"] = schema["description"]
     return out
+
+
+# --- Anthropic strict tool use --------------------------------------------------------------------
+# From Anthropic's "Structured outputs: JSON Schema limitations" and its SDK's transform_schema:
+# objects must say additionalProperties: false (optional properties may stay optional); string
+# formats from a short list; minItems 0 or 1; no recursion. Other constraints are not enforced
+# by the grammar: they move into the description, and the host still validates them.
+_ANTHROPIC_KEPT = frozenset(
+    {"type", "properties", "required", "additionalProperties", "items", "anyOf", "allOf", "enum",
+     "const", "description", "format", "minItems", "$ref", "$defs"}
+)  # fmt: skip
+_ANTHROPIC_FORMATS = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "uri", "ipv4", "ipv6", "uuid"}
+)
+
+
+def anthropic_strict_schema(schema: Mapping[str, Any]) -> tuple[JsonSchema | None, list[Note]]:
+    """The schema under Anthropic's strict tool use rules, or None and the reasons why not."""
+    reasons: list[str] = []
+    cyclic = _cyclic(schema.get("$defs") or {})
+
+    def walk(node: Mapping[str, Any], path: str) -> JsonSchema:
+        name = ref_name(node.get("$ref"))
+        if name in cyclic:
+            reasons.append(f"{path}: recursive model '{name}' cannot be strict")
+        out: JsonSchema = {}
+        moved: dict[str, Any] = {}
+        for key, value in node.items():
+            key = "anyOf" if key == "oneOf" else key
+            if key in _ANNOTATIONS:
+                continue
+            unsupported = (key == "format" and value not in _ANTHROPIC_FORMATS) or (
+                key == "minItems" and value not in (0, 1)
+            )
+            (out if key in _ANTHROPIC_KEPT and not unsupported else moved)[key] = value
+        if moved:
+            extra = ", ".join(f"{k}: {json.dumps(v, default=str)}" for k, v in moved.items())
+            out["description"] = (out.get("description", "") + f" {{{extra}}}").strip()
+        if "properties" in out or out.get("type") == "object":
+            if out.get("additionalProperties") not in (None, False):
+                reasons.append(f"{path}: an object with free-form keys (a dict) cannot be strict")
+            properties = out.get("properties") or {}
+            out["properties"] = {k: walk(v, f"{path}.{k}") for k, v in properties.items()}
+            out["additionalProperties"] = False
+        if isinstance(out.get("items"), Mapping):
+            out["items"] = walk(out["items"], f"{path}[]")
+        for key in ("anyOf", "allOf"):
+            if key in out:
+                out[key] = [walk(v, path) for v in out[key]]
+        if "$defs" in out:
+            out["$defs"] = {k: walk(v, f"$defs.{k}") for k, v in out["$defs"].items()}
+        if not out.keys() - {"description"}:
+            reasons.append(f"{path}: a value of any type cannot be strict")
+        return out
+
+    result = walk(schema, "$")
+    if reasons:
+        return None, [("info", "strict mode not possible: " + r) for r in dict.fromkeys(reasons)]
+    return result, []
+
+
+def _cyclic(defs: Mapping[str, Any]) -> set[str]:
+    """The ``$defs`` entries that reach themselves through ``$ref`` (recursive models)."""
+    edges = {name: set(_refs(node)) & set(defs) for name, node in defs.items()}
+    cyclic = set()
+    for start in edges:
+        seen, todo = set(), list(edges[start])
+        while todo:
+            name = todo.pop()
+            if name == start:
+                cyclic.add(start)
+                break
+            if name not in seen:
+                seen.add(name)
+                todo.extend(edges.get(name, ()))
+    return cyclic
+
+
+def _refs(node: Any) -> Iterable[str]:
+    if isinstance(node, Mapping):
+        name = ref_name(node.get("$ref"))
+        if name is not None:
+            yield name
+        for value in node.values():
+            yield from _refs(value)
+    elif isinstance(node, list | tuple):
+        for value in node:
+            yield from _refs(value)
 
 
 # --- Gemini ---------------------------------------------------------------------------------------

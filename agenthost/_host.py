@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import os
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Annotated, Any
 
 from loguru import logger
+from pydantic import Field
 
 from agenthost._definition import ToolDefinition
 from agenthost._executor import Executor
@@ -37,6 +39,7 @@ from agenthost._registry import (
 )
 from agenthost._results import ToolResult
 from agenthost._scan import Source
+from agenthost._search import SEARCH_TOOL, ToolIndex
 from agenthost._streaming import StreamEvent
 from agenthost._toolcalls import Call
 from agenthost._watcher import ALL, Watcher, debounce_from
@@ -70,6 +73,10 @@ class PluginHost:
     ``max_workers`` bounds the threads that run sync tools with a timeout,
     ``max_output`` caps a result's text, ``interceptors`` wrap every call and
     ``metrics=False`` stops recording ``metrics()``.
+
+    ``tool_search=True`` adds a host-owned ``search_tools`` tool (see
+    :meth:`search_tools`) that is always loaded; pair it with
+    ``schemas(format, loaded=[...])`` to show a model only what it asked for.
     """
 
     def __init__(
@@ -87,6 +94,7 @@ class PluginHost:
         max_output: int = 100_000,
         interceptors: Iterable[Any] = (),
         metrics: bool = True,
+        tool_search: bool = False,
     ) -> None:
         self.directory = Path(directory).absolute() if directory is not None else None
         self.cache_dir = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
@@ -108,6 +116,9 @@ class PluginHost:
         self._streams = self._executor.streams
         self._listeners: list[Callable[[PluginEvent], None]] = []
         self._reconciler = Reconciler(self._registry, self.directory, self._load, self._emit)
+        self._tool_search = tool_search
+        if tool_search:
+            self.register(self._search_tool())
         self._watcher: Watcher | None = None
         self._started = False
         self._stopped = False
@@ -231,17 +242,70 @@ class PluginHost:
         """Every plugin entry with its status, by name."""
         return sorted(self._snapshot.plugins.values(), key=lambda p: (p.name, p.path))
 
-    def schemas(self, format: Format = "openai", *, strict: bool = False) -> list[Any]:
-        """The tool definitions in a provider's format (read-only, cached per registry version)."""
+    def schemas(
+        self,
+        format: Format = "openai",
+        *,
+        strict: bool = False,
+        loaded: Iterable[str] | None = None,
+        cache_control: bool | Mapping[str, Any] = False,
+    ) -> list[Any]:
+        """The tool definitions in a provider's format (read-only, cached per registry version).
+
+        ``strict``: OpenAI's or Anthropic's strict mode, per tool where its schema
+        allows. ``loaded``: the tools shown up front (None: all); the others are
+        marked ``defer_loading`` for ``anthropic`` and ``openai-responses`` and left
+        out for the formats without tool search; ``search_tools`` is always shown.
+        ``cache_control`` (Anthropic): make the tool list a prompt-cache breakpoint.
+        """
+        if loaded is not None:
+            loaded = frozenset([*loaded, SEARCH_TOOL] if self._tool_search else loaded)
+        control = cache_control if isinstance(cache_control, bool) else dict(cache_control)
         snapshot = self._snapshot
-        key = ("schemas", format, strict)
+        key = ("schemas", format, strict, loaded, json.dumps(control, sort_keys=True))
         cached = snapshot.cache.get(key)
         if cached is None:
             definitions = [entry.info.definition for _, entry in sorted(snapshot.tools.items())]
             cached = snapshot.cache[key] = FrozenList(
-                export_tools(definitions, format, strict=strict)
+                export_tools(
+                    definitions, format, strict=strict, loaded=loaded, cache_control=control
+                )
             )
         return cached
+
+    def search_tools(self, query: str, limit: int = 5) -> list[ToolInfo]:
+        """The live tools that best match ``query`` (BM25 over names, descriptions and
+        parameter docs), best first; needs ``pip install 'agenthost[search]'``."""
+        snapshot = self._snapshot
+        index = snapshot.cache.get("search")
+        if index is None:
+            definitions = [
+                entry.info.definition
+                for name, entry in sorted(snapshot.tools.items())
+                if not (self._tool_search and name == SEARCH_TOOL)
+            ]
+            index = snapshot.cache["search"] = ToolIndex(definitions)
+        return [snapshot.tools[name].info for name in index.search(query, limit)]
+
+    def _search_tool(self) -> Callable[..., Any]:
+        host = self
+
+        def search_tools(
+            query: Annotated[str, Field(min_length=1, max_length=1000)],
+            limit: Annotated[int, Field(ge=1, le=50)] = 5,
+        ) -> dict[str, list[dict[str, str]]]:
+            """Find tools by what they do, for tools not loaded yet.
+
+            Returns the best matches, best first; load a tool by its name to call it.
+
+            Args:
+                query: what the tool should do, in a few words (e.g. "weather forecast").
+                limit: how many tools to return at most.
+            """
+            found = host.search_tools(query, limit)
+            return {"tools": [{"name": t.name, "description": t.description} for t in found]}
+
+        return search_tools
 
     # --- changing ----------------------------------------------------------------------------
     def register(self, fn: Callable[..., Any] | ToolDefinition, **options: Any) -> ToolInfo:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from agenthost._exporters import Note, gemini_schema, strict_schema
+from agenthost._exporters import Note, anthropic_strict_schema, gemini_schema, strict_schema
 
 if TYPE_CHECKING:
     from agenthost._definition import ToolDefinition
@@ -37,8 +37,8 @@ NAME_RULES: dict[Provider, tuple[re.Pattern[str], str]] = {
     "openai": (re.compile(r"[a-zA-Z0-9_-]{1,64}"), "1-64 of a-z A-Z 0-9 _ -"),
     "anthropic": (re.compile(r"[a-zA-Z0-9_-]{1,64}"), "1-64 of a-z A-Z 0-9 _ -"),
     "gemini": (
-        re.compile(r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}"),
-        "start with a letter or '_', then a-z A-Z 0-9 _ . : -, at most 64",
+        re.compile(r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,127}"),
+        "start with a letter or '_', then a-z A-Z 0-9 _ . : -, at most 128",
     ),
     "mcp": (re.compile(r"[a-zA-Z0-9_.-]{1,128}"), "1-128 of a-z A-Z 0-9 _ . -"),
 }
@@ -90,6 +90,8 @@ def check_compatibility(
             add(provider, [("error", f"name {definition.name!r} breaks the rule: {rule}")])
         if provider == "openai":
             add(provider, strict_schema(definition.input_schema)[1])
+        elif provider == "anthropic":
+            add(provider, anthropic_strict_schema(definition.input_schema)[1])
         elif provider == "gemini":
             add(provider, _gemini_notes(definition))
     order = {"error": 0, "warning": 1, "info": 2}

@@ -41,14 +41,40 @@ OPENAI_STRICT_FORMATS = {
 # input_schema is a JSON Schema whose root type is object.
 ANTHROPIC_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 ANTHROPIC_KEYS = {"name", "description", "input_schema"}
+# anthropic 2.10 (SDK types, anthropic/types/tool_param.py): ToolParam also takes strict,
+# input_examples (argument objects), defer_loading (tool search), cache_control
+# ({"type": "ephemeral", "ttl"?: "5m" | "1h"}), allowed_callers, eager_input_streaming, type.
+ANTHROPIC_TOOL_PARAM_KEYS = ANTHROPIC_KEYS | {
+    "strict", "input_examples", "defer_loading", "cache_control", "allowed_callers",
+    "eager_input_streaming", "type",
+}  # fmt: skip
+# Anthropic, "Structured outputs: JSON Schema limitations" (strict tool use): every object
+# says additionalProperties: false; string formats from this list; minItems only 0 or 1;
+# no numeric bounds, string lengths or patterns enforced; no recursive schemas.
+ANTHROPIC_STRICT_KEYWORDS = {
+    "type", "properties", "required", "additionalProperties", "items", "anyOf", "allOf", "enum",
+    "const", "description", "format", "minItems", "$ref", "$defs",
+}  # fmt: skip
+ANTHROPIC_STRICT_FORMATS = {
+    "date-time", "time", "date", "duration", "email", "hostname", "uri", "ipv4", "ipv6", "uuid",
+}  # fmt: skip
+
+# openai 3.5x (SDK types, openai/types/responses/function_tool_param.py): a Responses function
+# tool is {type, name, parameters, strict} plus description, defer_loading, output_schema (the
+# JSON value a string output encodes), allowed_callers.
+RESPONSES_FUNCTION_KEYS = {
+    "type", "name", "parameters", "strict", "description", "defer_loading", "output_schema",
+    "allowed_callers",
+}  # fmt: skip
 
 # Gemini API reference, FunctionDeclaration and Schema
 # (ai.google.dev/api/caching#FunctionDeclaration, ai.google.dev/api/caching#Schema): the
 # name starts with a letter or underscore, then a-z, A-Z, 0-9, underscores, dots, colons
-# and dashes, at most 64; parameters is a Schema, a select subset of OpenAPI 3.0 with only
+# and dashes, at most 128 (google-genai 3.3 FunctionDeclaration.name; it was 64 before);
+# parameters is a Schema, a select subset of OpenAPI 3.0 with only
 # the fields below; type is one of the Type enum; enum values are strings; parameter
 # names start with a letter or underscore and contain a-z, A-Z, 0-9 and underscores.
-GEMINI_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$")
+GEMINI_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_.:-]{0,127}$")
 GEMINI_PARAMETER = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}$")
 GEMINI_SCHEMA_FIELDS = {
     "type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems",
@@ -65,7 +91,11 @@ GEMINI_TYPES = {
     "OBJECT",
     "NULL",
 }
-GEMINI_DECLARATION_KEYS = {"name", "description", "parameters", "parametersJsonSchema", "response"}
+# google-genai 3.3 FunctionDeclaration: response / responseJsonSchema describe the function's
+# response, each mutually exclusive with the other (as parameters / parametersJsonSchema are).
+GEMINI_DECLARATION_KEYS = {
+    "name", "description", "parameters", "parametersJsonSchema", "response", "responseJsonSchema",
+}  # fmt: skip
 
 # Model Context Protocol specification, Server features / Tools
 # (modelcontextprotocol.io/specification/2025-06-18/server/tools, and 2025-11-25 for
@@ -74,7 +104,10 @@ GEMINI_DECLARATION_KEYS = {"name", "description", "parameters", "parametersJsonS
 # are {title?, readOnlyHint?, destructiveHint?, idempotentHint?, openWorldHint?};
 # names are 1-128 characters of A-Z a-z 0-9 _ - . (SEP-986).
 MCP_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
-MCP_KEYS = {"name", "title", "description", "inputSchema", "outputSchema", "annotations", "_meta"}
+# 2025-11-25 adds icons: [{src, mimeType?, sizes?: [str], theme?: "light" | "dark"}].
+MCP_KEYS = {
+    "name", "title", "description", "inputSchema", "outputSchema", "annotations", "_meta", "icons",
+}  # fmt: skip
 MCP_ANNOTATIONS = {"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
 
 
@@ -143,4 +176,18 @@ def mcp_violations(tool: Mapping[str, Any]) -> list[str]:
     if "outputSchema" in tool and tool["outputSchema"].get("type") != "object":
         found.append("outputSchema type")
     found += [f"annotation {k}" for k in tool.get("annotations", {}) if k not in MCP_ANNOTATIONS]
+    return found
+
+
+def anthropic_strict_violations(schema: Mapping[str, Any]) -> list[str]:
+    """What breaks Anthropic's strict tool use rules in ``schema``."""
+    found = []
+    for path, node in subschemas(schema):
+        found += [f"{path}: keyword {k}" for k in node if k not in ANTHROPIC_STRICT_KEYWORDS]
+        if node.get("type") == "object" and node.get("additionalProperties") is not False:
+            found.append(f"{path}: object without additionalProperties: false")
+        if "format" in node and node["format"] not in ANTHROPIC_STRICT_FORMATS:
+            found.append(f"{path}: format {node['format']}")
+        if node.get("minItems", 0) not in (0, 1):
+            found.append(f"{path}: minItems {node['minItems']}")
     return found

@@ -108,6 +108,7 @@ def test_responses_format_is_flat_and_always_says_strict() -> None:
         "description": "Current weather for a city.",
         "parameters": WEATHER_SCHEMA,
         "strict": False,
+        "output_schema": {"type": "object", "additionalProperties": {"type": "number"}},
     }
     assert to_openai_responses(WEATHER, strict=True)["strict"] is True
 
@@ -137,6 +138,7 @@ def test_gemini_shape_uses_the_openapi_subset() -> None:
             },
             "required": ["city"],
         },
+        "response": {"type": "OBJECT"},  # dict[str, float]: keys Gemini's subset cannot name
     }
     assert to_gemini(WEATHER, json_schema=True)["parametersJsonSchema"] == WEATHER_SCHEMA
 
@@ -264,7 +266,11 @@ def test_examples_are_checked_and_shown_to_the_model() -> None:
     definition = ToolDefinition.from_function(forecast)
     expected = 'Forecast.\n\nExamples:\n- {"city": "Paris"}\n- Use it before planning a trip.'
     assert to_openai(definition)["function"]["description"] == expected
-    assert to_anthropic(definition)["description"] == expected
+    # Anthropic takes argument examples in a field of their own:
+    assert to_anthropic(definition)["description"] == (
+        "Forecast.\n\nExamples:\n- Use it before planning a trip."
+    )
+    assert thaw(to_anthropic(definition)["input_examples"]) == [{"city": "Paris"}]
     assert definition.description == "Forecast."
 
 

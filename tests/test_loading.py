@@ -588,5 +588,5 @@ def test_names_a_provider_refuses_are_warned_about_at_load(
     assert plugin.status == "loaded"
     assert plugin.warnings == (
         f"tool '3d_render' at {plugin_dir / 'render.py'}:2: gemini refuses the name "
-        "(start with a letter or '_', then a-z A-Z 0-9 _ . : -, at most 64)",
+        "(start with a letter or '_', then a-z A-Z 0-9 _ . : -, at most 128)",
     )

@@ -34,7 +34,7 @@ def test_gemini_rejects_names_that_start_with_a_digit() -> None:
             "gemini",
             "error",
             "name '3d_render' breaks the rule: start with a letter or '_', "
-            "then a-z A-Z 0-9 _ . : -, at most 64",
+            "then a-z A-Z 0-9 _ . : -, at most 128",
         )
     ]
 
@@ -55,6 +55,21 @@ def test_dicts_and_recursion_are_errors_for_gemini_and_not_strict_for_openai() -
             "openai",
             "info",
             "strict mode not possible: $.labels: an object with free-form keys (a dict) cannot be strict",
+        ),
+        (  # Anthropic's strict tool use takes no recursion either (OpenAI's does)
+            "anthropic",
+            "info",
+            "strict mode not possible: $.tree: recursive model 'Tree' cannot be strict",
+        ),
+        (
+            "anthropic",
+            "info",
+            "strict mode not possible: $.labels: an object with free-form keys (a dict) cannot be strict",
+        ),
+        (
+            "anthropic",
+            "info",
+            "strict mode not possible: $defs.Tree.children[]: recursive model 'Tree' cannot be strict",
         ),
     ]
 
@@ -96,7 +111,7 @@ def test_a_finding_prints_with_file_and_line() -> None:
     assert (finding.file, finding.line) == (__file__, lives.__code__.co_firstlineno)
     assert str(finding) == (
         f"{__file__}:{finding.line}: error: [gemini] tool '9lives': name '9lives' breaks the "
-        "rule: start with a letter or '_', then a-z A-Z 0-9 _ . : -, at most 64"
+        "rule: start with a letter or '_', then a-z A-Z 0-9 _ . : -, at most 128"
     )
 
 
@@ -107,4 +122,7 @@ def test_providers_can_be_selected() -> None:
 
     definition = ToolDefinition.from_function(index)
     assert {f.provider for f in check_compatibility(definition, providers=["openai"])} == {"openai"}
-    assert check_compatibility(definition, providers=["anthropic", "mcp"]) == []
+    assert check_compatibility(definition, providers=["mcp"]) == []
+    assert {f.provider for f in check_compatibility(definition, providers=["anthropic"])} == {
+        "anthropic"
+    }
