@@ -15,8 +15,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import jsonschema
-
 from agenthost._decorator import ToolOptions, tool_options
 from agenthost._errors import DefinitionProblem, InvalidArgumentsError, ToolDefinitionError
 from agenthost._frozen import freeze
@@ -462,6 +460,8 @@ def _check_schema(schema: Any, what: str, problems: list[DefinitionProblem]) -> 
     if not isinstance(schema, Mapping):
         problems.append(DefinitionProblem(f"{what} must be a JSON Schema object (a dict)"))
         return False
+    import jsonschema  # on first use: importing it costs up to a second
+
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(dict(schema))

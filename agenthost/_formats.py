@@ -31,17 +31,20 @@ same values as the RFC 3339 checkers do.
 from __future__ import annotations
 
 import datetime
+import functools
 import ipaddress
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import jsonschema
+if TYPE_CHECKING:
+    import jsonschema
 
 __all__ = [
     "CHECKS",
     "DECIMAL_PATTERN",
     "DURATION_PATTERN",
-    "FORMAT_CHECKER",
+    "format_checker",
     "MESSAGES",
     "url_pattern",
 ]
@@ -173,9 +176,15 @@ def _any_case(scheme: str) -> str:
     return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in scheme)
 
 
-def _format_checker() -> jsonschema.FormatChecker:
+@functools.cache
+def format_checker() -> jsonschema.FormatChecker:
     """Ours, and jsonschema's checks for the formats whose checkers need no optional library
-    (so hand-written schemas are checked alike wherever agenthost is installed)."""
+    (so hand-written schemas are checked alike wherever agenthost is installed).
+
+    Built on first use: importing jsonschema's format module costs most of a second
+    when ``rfc3987-syntax`` is installed, and most hosts have no hand-written schema."""
+    import jsonschema
+
     builtin = jsonschema.Draft202012Validator.FORMAT_CHECKER.checkers
     checker = jsonschema.FormatChecker([])
     for name in ("email", "idn-email", "ipv4", "ipv6", "regex"):
@@ -189,6 +198,3 @@ def _format_checker() -> jsonschema.FormatChecker:
 
 def _for_strings(check: Callable[[str], bool]) -> Callable[[object], bool]:
     return lambda value: not isinstance(value, str) or check(value)
-
-
-FORMAT_CHECKER = _format_checker()

@@ -29,16 +29,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jiter
-import jsonschema
 from pydantic import ValidationError
 from pydantic_core import SchemaValidator
 
 from agenthost._errors import ArgumentProblem, InvalidArgumentsError
-from agenthost._formats import FORMAT_CHECKER
+from agenthost._formats import format_checker
 from agenthost._text import clip, type_name
+
+if TYPE_CHECKING:
+    import jsonschema
 
 __all__ = [
     "MAX_LISTED",
@@ -320,8 +322,10 @@ class JsonSchemaArgumentValidator(ArgumentValidator):
 
 
 def _schema_validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
+    import jsonschema  # on first use: see format_checker()
+
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema, format_checker=FORMAT_CHECKER)
+    return cls(schema, format_checker=format_checker())
 
 
 def _check_schema(validator: jsonschema.protocols.Validator, tool: str, value: Any) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 from pathlib import Path
 
 import agenthost
@@ -69,3 +71,23 @@ def test_a_plain_tool_sees_one_context_object_for_its_whole_call(tmp_path: Path)
         {"x": 3},
         {},
     )
+
+
+def test_importing_agenthost_leaves_jsonschema_for_when_it_is_needed() -> None:
+    """jsonschema's format module takes most of a second to import when rfc3987-syntax is
+    installed; a host without hand-written schemas should not pay for it at start."""
+    code = (
+        "import sys, agenthost\n"
+        "assert 'jsonschema' not in sys.modules, 'imported at start'\n"
+        "d = agenthost.ToolDefinition.from_schema('t', {'type': 'object', 'properties': "
+        "{'when': {'type': 'string', 'format': 'date'}}})\n"
+        "assert 'jsonschema' in sys.modules\n"
+        "try:\n"
+        "    d.validate({'when': 'soon'})\n"
+        "except agenthost.InvalidArgumentsError as exc:\n"
+        "    print(exc.problems[0].path)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "$.when\n", "")
