@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from helpers import replace_atomically, write
+from helpers import replace_atomically, wheel_bytes, write
 
 from agenthost._cli import main
 
@@ -664,3 +664,64 @@ def test_one_providers_refusal_warns_unless_that_provider_is_asked_for(
     assert "error: [gemini] tool 'tag'" in capsys.readouterr().out
     assert main(["check", str(path), "--provider", "anthropic"]) == 0
     assert "gemini" not in capsys.readouterr().out
+
+
+def test_the_newcomer_path_shows_every_change_on_the_watch_screen(
+    plugin_dir: Path, tmp_path: Path
+) -> None:
+    """Write a plugin, break it, fix it, split it into a package, drop a wheel: each step is
+    a line on screen that says what happened and what is serving now."""
+    env = {**os.environ, "AGENTHOST_CACHE_DIR": str(tmp_path / "cache"), "NO_COLOR": "1",
+           "AGENTHOST_DEBOUNCE_MS": "20"}  # fmt: skip
+    process = Process(str(plugin_dir), env=env)
+    try:
+        path = write(plugin_dir / "geo.py", GEO)
+        assert "geo: 1 tool (distance)" in process.expect("loaded", "geo")
+        replace_atomically(path, GEO.replace("return 1.0", "return 1.0 +"))
+        failed = process.expect("failed", "geo")
+        assert f"{path}:" in failed
+        assert "the previous version keeps serving" in failed
+        replace_atomically(path, GEO + AREA)
+        assert "+area" in process.expect("reloaded", "geo")
+        package = tmp_path / "geo"  # split into a package, then moved into place at once
+        write(
+            package / "__init__.py", "from geo.shapes import area\nfrom geo.core import distance\n"
+        )
+        write(package / "core.py", GEO)
+        write(package / "shapes.py", "from agenthost import tool\n" + AREA)
+        path.unlink()
+        package.rename(plugin_dir / "geo")
+        split = process.expect("geo", "area", "distance")
+        assert "loaded" in split
+        assert "failed" not in split
+        (plugin_dir / "units-0.1-py3-none-any.whl").write_bytes(
+            wheel_bytes("units", "0.1", {"units.py": UNITS})
+        )
+        assert "units 0.1: 1 tool (to_metres)" in process.expect("loaded", "units")
+    finally:
+        process.close()
+
+
+GEO = """from agenthost import tool
+
+
+@tool
+def distance(a: str, b: str) -> float:
+    '''Distance between two cities in km.'''
+    return 1.0
+"""
+AREA = """
+
+@tool
+def area(city: str) -> float:
+    '''Area of a city in square km.'''
+    return 2.0
+"""
+UNITS = """from agenthost import tool
+
+
+@tool
+def to_metres(feet: float) -> float:
+    '''Feet to metres.'''
+    return feet * 0.3048
+"""
