@@ -37,6 +37,7 @@ from agenthost._interceptors import (
     LoggingInterceptor,
     RetryInterceptor,
 )
+from agenthost._isolation import WorkerOptions, WorkerState
 from agenthost._loader import LoadFailure
 from agenthost._masking import mask_secrets
 from agenthost._permissions import Permissions
@@ -80,6 +81,8 @@ __all__ = [
     "ToolOptions",
     "ToolResult",
     "WheelError",
+    "WorkerOptions",
+    "WorkerState",
     "check_compatibility",
     "current_context",
     "export_tool",

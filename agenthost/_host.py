@@ -18,6 +18,13 @@ from agenthost._definition import ToolDefinition
 from agenthost._executor import Executor
 from agenthost._exporters import Format, export_tools
 from agenthost._frozen import FrozenList
+from agenthost._isolation import (
+    LEVELS,
+    Isolation,
+    WorkerOptions,
+    declared_isolation,
+    load_isolated,
+)
 from agenthost._loader import (
     LoadFailure,
     PluginVersion,
@@ -48,6 +55,16 @@ from agenthost._wheel import prune_cache
 __all__ = ["PluginHost"]
 
 
+def _chooser(
+    isolation: Isolation | Mapping[str, Isolation] | Callable[[str], Isolation | None] | None,
+) -> Callable[[str], Isolation | None]:
+    if isolation is None or isinstance(isolation, str):
+        return lambda name: isolation
+    if isinstance(isolation, Mapping):
+        return isolation.get
+    return isolation
+
+
 def _default_cache_dir() -> Path:
     configured = os.environ.get("AGENTHOST_CACHE_DIR")
     if configured:
@@ -74,6 +91,11 @@ class PluginHost:
     ``max_output`` caps a result's text, ``interceptors`` wrap every call and
     ``metrics=False`` stops recording ``metrics()``.
 
+    ``isolation`` is where plugins run: ``"in-process"`` (the default) or
+    ``"process"`` (a worker process per plugin version, see ``worker_options``),
+    for all plugins, or per plugin name as a mapping or a callable returning the
+    level (None: the plugin's own ``__agenthost_isolation__``, else in-process).
+
     ``tool_search=True`` adds a host-owned ``search_tools`` tool (see
     :meth:`search_tools`) that is always loaded; pair it with
     ``schemas(format, loaded=[...])`` to show a model only what it asked for.
@@ -95,6 +117,11 @@ class PluginHost:
         interceptors: Iterable[Any] = (),
         metrics: bool = True,
         tool_search: bool = False,
+        isolation: Isolation
+        | Mapping[str, Isolation]
+        | Callable[[str], Isolation | None]
+        | None = None,
+        worker_options: WorkerOptions | None = None,
     ) -> None:
         self.directory = Path(directory).absolute() if directory is not None else None
         self.cache_dir = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
@@ -117,6 +144,8 @@ class PluginHost:
         self._listeners: list[Callable[[PluginEvent], None]] = []
         self._reconciler = Reconciler(self._registry, self.directory, self._load, self._emit)
         self._tool_search = tool_search
+        self._isolation = _chooser(isolation)
+        self.worker_options = worker_options or WorkerOptions()
         if tool_search:
             self.register(self._search_tool())
         self._watcher: Watcher | None = None
@@ -474,7 +503,24 @@ class PluginHost:
     def _load(
         self, source: Source, content: tuple[str, dict[Path, bytes]]
     ) -> PluginVersion | LoadFailure:
+        if self.isolation_of(source) == "process":
+            return load_isolated(
+                source, self.cache_dir, content[0], hook_timeout=self.hook_timeout,
+                options=self.worker_options,
+            )  # fmt: skip
         return load_source(source, self.cache_dir, content, hook_timeout=self.hook_timeout)
+
+    def isolation_of(self, source: Source) -> Isolation:
+        """The host's choice for the plugin, else the plugin's own, else in-process."""
+        name = source.path.stem if source.kind in ("module", "wheel") else source.path.name
+        chosen = self._isolation(name)
+        if chosen is None:
+            chosen = declared_isolation(source) or "in-process"
+        if chosen not in LEVELS:
+            logger.warning("isolation {!r} for {} is not one of {}; using in-process",
+                           chosen, name, ", ".join(LEVELS))  # fmt: skip
+            return "in-process"
+        return chosen
 
     def _emit(self, events: list[PluginEvent]) -> None:
         for event in events:

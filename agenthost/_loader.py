@@ -104,6 +104,8 @@ class PluginVersion:
     unload_hooks: tuple[Callable[[], Any], ...] = ()
     hook_timeout: float = HOOK_TIMEOUT
     on_closed: Callable[[PluginVersion], None] | None = None
+    isolation: str = "in-process"
+    worker: Any = None  # the live WorkerState of a process-isolated version
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _calls: list[None] = field(default_factory=list, repr=False)
     _retired: bool = False

@@ -101,6 +101,8 @@ class PluginInfo:
     location: str = ""
     traceback: str = ""
     definition_errors: tuple[ToolDefinitionError, ...] = ()
+    isolation: str = "in-process"
+    worker: Any = None  # WorkerState (state, pid, calls, restarts) when isolated
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,6 +496,8 @@ class Registry:
             content_hash=serving.content_hash if serving else "",
             problems=serving.problems if serving else (),
             definition_errors=serving.definition_errors if serving else (),
+            isolation=serving.isolation if serving else "in-process",
+            worker=serving.worker if serving else None,
             warnings=serving.warnings if serving else (),
             load_ms=serving.load_ms if serving else 0.0,
             location=failure.location if failure else "",

@@ -39,7 +39,15 @@ import pydantic_core
 
 from agenthost._text import printable, utf8
 
-__all__ = ["ErrorCode", "Rendered", "ToolError", "ToolResult", "normalise", "render"]
+__all__ = [
+    "ErrorCode",
+    "Prerendered",
+    "Rendered",
+    "ToolError",
+    "ToolResult",
+    "normalise",
+    "render",
+]
 
 ErrorCode = Literal[
     "unknown_tool",
@@ -124,6 +132,15 @@ class ToolResult:
 Rendered = tuple[str, Any, bool]  # output, data, truncated
 
 
+class Prerendered:
+    """A value rendered elsewhere (in a worker process): ``render`` passes it through."""
+
+    __slots__ = ("data", "output", "truncated")
+
+    def __init__(self, output: str, data: Any, truncated: bool) -> None:
+        self.output, self.data, self.truncated = output, data, truncated
+
+
 def normalise(value: Any, max_output: int) -> ToolResult:
     """The success result for a tool's return value (see the module docstring)."""
     output, data, truncated = render(value, max_output)
@@ -138,6 +155,8 @@ def render(value: Any, max_output: int) -> Rendered:
         return _limited(value, None, max_output)
     if value is None:
         return "", None, False
+    if kind is Prerendered:
+        return value.output, value.data, value.truncated
     if kind is int:
         try:
             return str(value), value, False
