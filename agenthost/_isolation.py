@@ -17,8 +17,8 @@ a new one costs a fork and the plugin's own import, not a fresh interpreter.
 from __future__ import annotations
 
 import ast
-import atexit
 import asyncio
+import atexit
 import contextlib
 import functools
 import itertools
