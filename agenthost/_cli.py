@@ -91,6 +91,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details to stderr")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    def isolation(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--isolation",
+            choices=("in-process", "process"),
+            help="where plugins run: in the host (default, unless a plugin asks for its own "
+            "process) or each in a worker process that cannot crash or hang the host",
+        )
+
     def directory(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("dir", nargs="?", default="plugins", help="plugin directory (./plugins)")
 
@@ -98,11 +106,13 @@ def _parser() -> argparse.ArgumentParser:
     directory(watch)
     watch.add_argument("--json", action="store_true", help="one JSON object per event")
     watch.add_argument("--debounce", type=float, metavar="MS", help="debounce window in ms")
+    isolation(watch)
     watch.add_argument("--create", action="store_true", help="create the directory if missing")
 
     listing = commands.add_parser("list", help="load a directory and list its plugins and tools")
     directory(listing)
     listing.add_argument("--json", action="store_true", help="print JSON")
+    isolation(listing)
 
     check = commands.add_parser("check", help="validate one plugin (file, folder or wheel)")
     check.add_argument("path", nargs="+", help="the plugins to check (files, folders, wheels)")
@@ -136,6 +146,7 @@ def _parser() -> argparse.ArgumentParser:
         help="grant the session a permission",
     )
     call.add_argument("--timeout", type=float, help="seconds before the call gives up")
+    isolation(call)
     call.add_argument(
         "--output",
         choices=("text", "json"),
@@ -151,6 +162,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_SERVE_EPILOG,
     )
     directory(serve)
+    isolation(serve)
     serve.add_argument(
         "--grant",
         action="append",
@@ -340,7 +352,7 @@ def _freeze_libraries() -> None:
 
 
 def _serve_host(args: argparse.Namespace) -> PluginHost:
-    host = PluginHost(Path(args.dir), watch=True)
+    host = PluginHost(Path(args.dir), watch=True, isolation=args.isolation)
     host.on_event(lambda event: _text_event(event, sys.stderr))
     return host
 
@@ -356,7 +368,7 @@ def _fail(message: str) -> int:
 def _watch(args: argparse.Namespace) -> int:
     directory = Path(args.dir)
     debounce = args.debounce / 1000 if args.debounce is not None else None
-    host = PluginHost(directory, watch=True, debounce=debounce)
+    host = PluginHost(directory, watch=True, debounce=debounce, isolation=args.isolation)
     printer = _json_event if args.json else _text_event
     host.on_event(lambda event: printer(event, sys.stdout))
     stop = threading.Event()
@@ -410,7 +422,8 @@ def _text_event(event: PluginEvent, out: TextIO) -> None:
     if event.kind in ("loaded", "reloaded"):
         version = f" {event.version}" if event.version else ""
         took = f"in {event.duration_ms:.1f} ms ({event.path})"
-        line = f"{head}{version}: {_what_changed(event)} {took}"
+        where = f" [process, pid {event.worker_pid}]" if event.isolation == "process" else ""
+        line = f"{head}{version}: {_what_changed(event)} {took}{where}"
         if event.message:
             line += "\n" + _indent(event.message)
     elif event.kind == "failed":
@@ -489,22 +502,25 @@ def _indent(text: str) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
-    with PluginHost(args.dir) as host:
+    with PluginHost(args.dir, isolation=args.isolation) as host:
         plugins, tools = host.plugins(), host.tools()
+        runs = {p.path: _runs_in(p) for p in plugins}  # while the workers are still there
+        records = [{**_plugin_record(p, tools), **_worker_record(p)} for p in plugins]
     if args.json:
-        print(json.dumps([_plugin_record(p, tools) for p in plugins], indent=2, default=str))
+        print(json.dumps(records, indent=2, default=str))
         return 0
     if not plugins:
         print(f"no plugins in {Path(args.dir).absolute()}")
         return 0
-    rows = [("PLUGIN", "VERSION", "STATUS", "TOOLS", "PATH")]
+    rows = [("PLUGIN", "VERSION", "STATUS", "TOOLS", "RUNS IN", "PATH")]
     rows += [
-        (p.name, p.version or "-", p.status, ", ".join(p.tools) or "-", p.path) for p in plugins
+        (p.name, p.version or "-", p.status, ", ".join(p.tools) or "-", runs[p.path], p.path)
+        for p in plugins
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        print("  ".join([*cells, row[4]]))
+        print("  ".join([*cells, row[5]]))
     for plugin in plugins:  # what is wrong, not only the status word
         notes = [*([f"error: {plugin.error}"] if plugin.error else [])]
         notes += [f"problem: {problem}" for problem in plugin.problems]
@@ -514,6 +530,25 @@ def _list(args: argparse.Namespace) -> int:
             for note in notes:
                 print(f"  {note}")
     return 0
+
+
+def _runs_in(plugin: PluginInfo) -> str:
+    worker = plugin.worker
+    if plugin.isolation != "process" or worker is None:
+        return plugin.isolation
+    return (
+        f"process (pid {worker.pid}, {worker.state}, {_count(worker.calls, 'call')}, "
+        f"{_count(worker.restarts, 'restart')})"
+    )
+
+
+def _worker_record(plugin: PluginInfo) -> dict[str, Any]:
+    worker = plugin.worker
+    state = None
+    if worker is not None:
+        state = {"state": worker.state, "pid": worker.pid, "calls": worker.calls,
+                 "restarts": worker.restarts, "last_exit": worker.last_exit}  # fmt: skip
+    return {"isolation": plugin.isolation, "worker": state}
 
 
 def _plugin_record(plugin: PluginInfo, tools: Sequence[Any]) -> dict[str, Any]:
@@ -578,7 +613,7 @@ def _call(args: argparse.Namespace) -> int:
         print(f"agenthost call: {directory} is not a directory", file=sys.stderr)
         return 2
     as_text = args.output == "text" or (args.output is None and sys.stdout.isatty())
-    with PluginHost(directory) as host:
+    with PluginHost(directory, isolation=args.isolation) as host:
         _say_failures(host, "agenthost call")
         if args.grant:
             host.permissions.grant(args.session, *args.grant)

@@ -21,6 +21,7 @@ import asyncio
 import atexit
 import contextlib
 import functools
+import inspect
 import itertools
 import json
 import os
@@ -36,14 +37,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Optional
 
 from loguru import logger
+from pydantic import Field
 
 from agenthost._context import current_context
 from agenthost._definition import ToolDefinition
 from agenthost._errors import DefinitionProblem, ToolDefinitionError
-from agenthost._frozen import freeze
+from agenthost._frozen import freeze, thaw
 from agenthost._loader import LoadFailure, PluginVersion
 from agenthost._results import Prerendered
 from agenthost._scan import Source
@@ -233,8 +235,24 @@ def _discard(process: subprocess.Popen[bytes], conn: Connection) -> None:
         process.wait(5)
 
 
+class _Run:
+    """One process of a worker, and everything that lives and dies with it."""
+
+    def __init__(self, process: subprocess.Popen[bytes], conn: Connection, cwd: str) -> None:
+        self.process, self.conn, self.cwd = process, conn, cwd
+        self.loaded = threading.Event()
+        self.hello: dict[str, Any] = {}
+        self.pending: dict[int, _Pending] = {}
+        self.stopping = ""  # why the host stops this process, if it does
+        self.reader: threading.Thread | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.loaded.is_set() and "loaded" in self.hello
+
+
 class Worker:
-    """One worker process of one plugin version, restarted when it dies."""
+    """The worker process of one plugin version, replaced when it dies."""
 
     def __init__(
         self,
@@ -251,69 +269,69 @@ class Worker:
             "key": source.key, "path": str(source.path), "kind": source.kind,
             "cache_dir": str(cache_dir), "hook_timeout": hook_timeout,
             "concurrency": options.concurrency, "max_output": options.max_output,
-            "env": self._env,
-            "limits": options.limits(), "memory_mb": options.memory_mb,
+            "env": self._env, "limits": options.limits(), "memory_mb": options.memory_mb,
         }  # fmt: skip
         self._lock = threading.Lock()
-        self._process: Any = None
-        self._conn: Connection | None = None
-        self._reader: threading.Thread | None = None
-        self._cwd: str | None = None
-        self._pending: dict[int, _Pending] = {}
+        self._run: _Run | None = None
         self._ids = itertools.count(1)
-        self._loaded: threading.Event = threading.Event()
-        self._hello: dict[str, Any] = {}
         self._closed = False
-        self._stopping = ""  # why the host is stopping the current process, if it is
 
     # --- life ----------------------------------------------------------------------------------
     def start(self) -> dict[str, Any]:
         """Start the process and wait for its first message (``loaded`` or ``failed``)."""
         with self._lock:
-            self._spawn()
-        if not self._loaded.wait(self.options.import_timeout):
-            self._kill("its import took longer than the limit")
+            run = self._spawn()
+        if not run.loaded.wait(self.options.import_timeout):
+            self._stop_run(run, "its import took longer than the limit")
             limit = self.options.import_timeout
             message = f"the plugin's import did not finish within {limit:g} s; worker stopped"
             return {"failed": {"message": message}}
-        return self._hello
+        return run.hello
 
-    def _spawn(self) -> None:
+    def _spawn(self) -> _Run:
+        """A new process for this worker (call with the lock held)."""
         self.status.state = "starting"
-        self._cwd = tempfile.mkdtemp(prefix="agenthost-worker-")
+        cwd = tempfile.mkdtemp(prefix="agenthost-worker-")
         process, conn = _SPARES.take(self._env)
-        conn.send_bytes(json.dumps({**self._config, "cwd": self._cwd}).encode())
-        self._process, self._conn = process, conn
-        self._loaded.clear()
-        self._hello = {}
+        conn.send_bytes(json.dumps({**self._config, "cwd": cwd}).encode())
+        run = self._run = _Run(process, conn, cwd)
         self.status.pid = process.pid
-        self._reader = threading.Thread(
-            target=self._read, args=(process, conn), name="agenthost-worker-reader", daemon=True
+        run.reader = threading.Thread(
+            target=self._read, args=(run,), name="agenthost-worker-reader", daemon=True
         )
-        self._reader.start()
+        run.reader.start()
+        return run
 
     def stop(self) -> None:
         """Hang up; the worker retires its plugin and exits (killed if it does not)."""
         with self._lock:
             self._closed = True
             self.status.state = "stopped"
-            process, conn = self._process, self._conn
-        if conn is not None:
-            _hang_up(conn)
-        if process is not None:
-            try:
-                process.wait(2)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        self._reap()
-
-    def _kill(self, reason: str) -> None:
-        """Stop the running process on purpose (not a crash); returns once it is gone."""
-        with self._lock:
-            process, reader = self._process, self._reader
-            self._stopping = reason
-        if process is None:
+            run, self._run = self._run, None
+        if run is None:
             return
+        _hang_up(run.conn)
+        try:
+            run.process.wait(2)
+        except subprocess.TimeoutExpired:
+            run.process.kill()
+        if run.reader is not None and run.reader is not threading.current_thread():
+            run.reader.join(5)
+
+    def _detach(self, run: _Run, reason: str) -> bool:
+        """Stop routing calls to ``run`` (the next call starts a fresh process)."""
+        with self._lock:
+            if self._run is not run:
+                return False
+            self._run = None
+            run.stopping = reason
+            self.status.state, self.status.last_exit = "stopped", f"was stopped ({reason})"
+            return True
+
+    def _stop_run(self, run: _Run, reason: str) -> None:
+        """Stop ``run`` on purpose (not a crash); returns once it is gone."""
+        self._detach(run, reason)
+        process = run.process
         if process.poll() is None:
             logger.warning("stopping worker {} of {}: {}", process.pid, self.source.key, reason)
             process.terminate()
@@ -322,23 +340,17 @@ class Worker:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(5)
-        if reader is not None and reader is not threading.current_thread():
-            reader.join(5)  # its end is handled: the next call starts a fresh worker
-
-    def _reap(self) -> None:
-        reader = self._reader
-        if reader is not None and reader is not threading.current_thread():
-            reader.join(5)
-        if self._cwd is not None:
-            shutil.rmtree(self._cwd, ignore_errors=True)
-            self._cwd = None
+        if run.reader is not None and run.reader is not threading.current_thread():
+            run.reader.join(5)
 
     # --- the channel ---------------------------------------------------------------------------
-    def _read(self, process: Any, conn: Connection) -> None:
+    def _read(self, run: _Run) -> None:
+        process = run.process
         try:
             while True:
-                message = json.loads(conn.recv_bytes(self.options.max_output + 65536))
-                self._received(message)
+                self._received(
+                    run, json.loads(run.conn.recv_bytes(self.options.max_output + 65536))
+                )
         except (EOFError, OSError, ValueError) as exc:
             too_big = isinstance(exc, OSError) and "bad message length" in str(exc)
             if too_big:
@@ -353,55 +365,56 @@ class Worker:
                 if too_big
                 else _exit_reason(process.returncode)
             )
-            self._ended(process, conn, reason)
+            self._ended(run, reason)
 
-    def _received(self, message: dict[str, Any]) -> None:
+    def _received(self, run: _Run, message: dict[str, Any]) -> None:
         if "loaded" in message or "failed" in message:
-            self._hello = message
-            self.status.state = "running" if "loaded" in message else "stopped"
-            self._loaded.set()
+            run.hello = message
+            if self._run is run:
+                self.status.state = "running" if "loaded" in message else "stopped"
+            run.loaded.set()
             return
         cid = message.get("done", message.get("delta"))
-        pending = self._pending.get(cid) if isinstance(cid, int) else None
+        pending = run.pending.get(cid) if isinstance(cid, int) else None
         if pending is None or not isinstance(cid, int):
             return
         if "delta" in message:
             pending.deliver(("delta", message.get("text", "")))
         else:
-            self._pending.pop(cid, None)
+            run.pending.pop(cid, None)
             pending.deliver(("done", message))
 
-    def _ended(self, process: Any, conn: Any, reason: str) -> None:
+    def _ended(self, run: _Run, reason: str) -> None:
         with self._lock:
-            mine = process is self._process
-            if mine:
-                self._process = self._conn = None
-            pending, self._pending = (self._pending, {}) if mine else ({}, self._pending)
-            closed, stopping, self._stopping = self._closed, self._stopping, ""
-        conn.close()
-        if stopping:
-            reason = f"was stopped ({stopping})"
-            self.status.last_exit, self.status.state = reason, "stopped"
-        elif not closed and mine:
-            self.status.last_exit = reason
-            self.status.state = "stopped"
-            now = time.monotonic()
-            self.status.crashes = [t for t in self.status.crashes if now - t < _RESTART_WINDOW]
-            self.status.crashes.append(now)
-            if len(self.status.crashes) >= self.options.max_crashes:
-                self.status.state = "quarantined"
-                logger.error(
-                    "worker of {} quarantined: it {} ({} times within a minute); "
-                    "save the plugin again to retry",
-                    self.source.key, reason, len(self.status.crashes),
-                )  # fmt: skip
-        self._loaded.set()
+            current = self._run is run
+            if current:
+                self._run = None
+            pending, run.pending = run.pending, {}
+            crashed = current and not self._closed and not run.stopping
+        _hang_up(run.conn)
+        shutil.rmtree(run.cwd, ignore_errors=True)
+        if run.stopping:
+            reason = f"was stopped ({run.stopping})"
+        if crashed:
+            self._crashed(reason)
+        run.loaded.set()
         for call in pending.values():
             call.deliver(
                 ("gone", f"the worker process {reason}; it is restarted for the next call")
             )
-        if self._cwd is not None and mine:
-            shutil.rmtree(self._cwd, ignore_errors=True)
+
+    def _crashed(self, reason: str) -> None:
+        status = self.status
+        status.last_exit, status.state = reason, "stopped"
+        now = time.monotonic()
+        status.crashes = [t for t in status.crashes if now - t < _RESTART_WINDOW] + [now]
+        if len(status.crashes) >= self.options.max_crashes:
+            status.state = "quarantined"
+            logger.error(
+                "worker of {} quarantined: it {} ({} times within a minute); "
+                "save the plugin again to retry",
+                self.source.key, reason, len(status.crashes),
+            )  # fmt: skip
 
     # --- calls ---------------------------------------------------------------------------------
     async def call(self, tool: str, arguments: dict[str, Any]) -> Prerendered:
@@ -419,58 +432,61 @@ class Worker:
         data = json.dumps(
             {"call": cid, "tool": tool, "arguments": arguments, "context": context}, default=str
         ).encode()
-        conn = await self._ready(loop)
-        self._pending[cid] = pending
+        run = await self._ready(loop)
+        run.pending[cid] = pending
         self.status.calls += 1
         try:
-            conn.send_bytes(data)
+            run.conn.send_bytes(data)
         except (OSError, ValueError):
-            self._pending.pop(cid, None)
+            run.pending.pop(cid, None)
             raise WorkerGone("the worker process ended before the call reached it") from None
         try:
             kind, payload = await pending.future
         except asyncio.CancelledError:  # the caller's timeout: stop the tool for real
-            self._pending.pop(cid, None)
-            await loop.run_in_executor(None, self._kill, f"call {tool} timed out")
+            run.pending.pop(cid, None)
+            self._detach(run, f"call {tool} timed out")  # the next call gets a fresh worker
+            await loop.run_in_executor(None, self._stop_run, run, f"call {tool} timed out")
             raise
         if kind == "gone":
             raise WorkerGone(payload)
         error = payload.get("error")
         if error is not None:
             raise _remote_error(str(error.get("type") or "Exception"))(error.get("message", ""))
-        return Prerendered(
-            payload.get("output", ""), payload.get("data"), bool(payload.get("truncated"))
+        output, data_, truncated = (
+            payload.get("output", ""),
+            payload.get("data"),
+            payload.get("truncated"),
         )
+        return Prerendered(output, data_, bool(truncated))
 
-    async def _ready(self, loop: asyncio.AbstractEventLoop) -> Connection:
-        """The channel of a running worker, starting a fresh one if the last one died."""
+    async def _ready(self, loop: asyncio.AbstractEventLoop) -> _Run:
+        """The running process, or a fresh one if the last one ended."""
         if self.status.state == "quarantined":
             raise WorkerGone(
                 f"the plugin's worker is quarantined: it {self.status.last_exit} "
                 f"{self.options.max_crashes} times within a minute; save the plugin to retry"
             )
-        conn = self._conn
-        if conn is not None and self._loaded.is_set() and self._hello.get("loaded") is not None:
-            return conn
+        run = self._run
+        if run is not None and run.ready:
+            return run
         return await loop.run_in_executor(None, self._restart)
 
-    def _restart(self) -> Connection:
+    def _restart(self) -> _Run:
         with self._lock:
             if self._closed:
                 raise WorkerGone("the plugin version was retired")
-            if self._conn is None:
+            run = self._run
+            if run is None:
                 crashes = len(self.status.crashes)
                 if crashes:  # backoff: a crashing worker must not spin the host
                     time.sleep(min(0.05 * 2 ** (crashes - 1), 2.0))
                 self.status.restarts += 1
-                self._spawn()
-        if not self._loaded.wait(self.options.import_timeout) or "loaded" not in self._hello:
-            self._kill("it did not load again")
+                run = self._spawn()
+        if not run.loaded.wait(self.options.import_timeout):
+            self._stop_run(run, "it did not load the plugin again in time")
+        if not run.ready or self._run is not run:
             raise WorkerGone("the restarted worker did not load the plugin again")
-        conn = self._conn
-        if conn is None:
-            raise WorkerGone("the restarted worker ended at once")
-        return conn
+        return run
 
 
 class _Pending:
@@ -562,18 +578,26 @@ def load_isolated(
 
 
 def _proxy(worker: Worker, described: dict[str, Any]) -> ToolDefinition:
+    """The host's definition of a worker's tool: same schema, a function that forwards.
+
+    Where the published schema is made of simple types, the proxy gets the
+    annotations that produce exactly that schema, so the host validates with the
+    same compiled validator (and the same messages) as for an in-process tool;
+    otherwise the schema itself is the validator (``jsonschema``).
+    """
     name = described["name"]
 
     async def proxy(**arguments: Any) -> Any:
         return await worker.call(name, arguments)
 
-    definition = ToolDefinition.from_schema(
-        name,
-        described["input_schema"],
-        description=described["description"],
-        function=proxy,
-        **described["options"],
-    )
+    options = {"name": name, "description": described["description"], **described["options"]}
+    definition = _typed(proxy, described["input_schema"], options)
+    if definition is None:
+        definition = ToolDefinition.from_schema(
+            name, described["input_schema"], function=proxy, **{
+                k: v for k, v in options.items() if k != "name"
+            }
+        )  # fmt: skip
     output = described["output_schema"]
     return replace(
         definition,
@@ -582,6 +606,70 @@ def _proxy(worker: Worker, described: dict[str, Any]) -> ToolDefinition:
         line=described["line"],
         warnings=tuple(described["warnings"]),
     )
+
+
+def _typed(
+    proxy: Callable[..., Any], schema: Mapping[str, Any], options: dict[str, Any]
+) -> ToolDefinition | None:
+    if set(schema) - {"type", "properties", "required", "additionalProperties"}:
+        return None
+    required = set(schema.get("required") or ())
+    parameters, annotations = [], {}
+    for name, prop in (schema.get("properties") or {}).items():
+        annotation = _annotation(prop)
+        if annotation is None or not name.isidentifier():
+            return None
+        if isinstance(prop.get("description"), str):
+            annotation = Annotated[annotation, Field(description=prop["description"])]
+        if name not in required and "default" not in prop:
+            return None
+        default = inspect.Parameter.empty if name in required else prop["default"]
+        kind = inspect.Parameter.KEYWORD_ONLY
+        parameters.append(inspect.Parameter(name, kind, default=default))
+        annotations[name] = annotation
+    forward = _forwarding(proxy)
+    forward.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    forward.__annotations__ = annotations
+    try:
+        definition = ToolDefinition.from_function(forward, **options)
+    except ToolDefinitionError:
+        return None
+    return definition if thaw(definition.input_schema) == thaw(schema) else None
+
+
+def _forwarding(proxy: Callable[..., Any]) -> Callable[..., Any]:
+    async def forward(**arguments: Any) -> Any:
+        return await proxy(**arguments)
+
+    return forward
+
+
+def _annotation(prop: Mapping[str, Any]) -> Any:
+    """The Python type whose schema is ``prop`` (descriptions and defaults aside), if simple."""
+    extra = set(prop) - {"type", "description", "default", "enum", "items", "anyOf"}
+    if extra:
+        return None
+    variants = prop.get("anyOf")
+    if variants is not None:
+        others = [v for v in variants if v != {"type": "null"}]
+        if len(others) != 1 or len(variants) != 2:
+            return None
+        inner = _annotation(others[0])
+        return None if inner is None else Optional[inner]  # noqa: UP045 - built at run time
+    kind = prop.get("type")
+    if "enum" in prop:
+        values = prop["enum"]
+        if kind != "string" or not values or not all(isinstance(v, str) for v in values):
+            return None
+        return Literal[tuple(values)]
+    if kind == "array":
+        items = prop.get("items")
+        inner = _annotation(items) if isinstance(items, Mapping) else None
+        return None if inner is None else list[inner]  # type: ignore[valid-type]
+    return _SIMPLE.get(kind) if isinstance(kind, str) else None
+
+
+_SIMPLE: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool}
 
 
 def _error(described: dict[str, Any]) -> ToolDefinitionError:

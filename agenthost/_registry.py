@@ -139,6 +139,8 @@ class PluginEvent:
     changed: tuple[str, ...] = ()
     breaking: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     previous_serving: bool = False  # a failed reload: the version before keeps serving
+    isolation: str = "in-process"  # where the loaded version runs
+    worker_pid: int | None = None  # its worker process, when isolated
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,6 +359,8 @@ class Registry:
                 result.load_ms,
                 "\n".join(result.problems + result.warnings),
                 tool_names=tuple(d.name for d in result.definitions),
+                isolation=result.isolation,
+                worker_pid=result.worker.pid if result.worker is not None else None,
                 **_diff(old, result),
             )
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import os
 import sys
 import threading
@@ -288,3 +289,117 @@ def test_a_plugin_can_ask_for_isolation_and_the_host_has_the_last_word(tmp_path:
                            cache_dir=tmp_path / "c")  # fmt: skip
     with overruled as host:
         assert {p.isolation for p in host.plugins()} == {"in-process"}
+
+
+MIXED_IN_PROCESS = """
+from agenthost import tool
+
+
+@tool
+def add(a: int, b: int) -> int:
+    '''Add.'''
+    return a + b
+
+
+@tool
+def shout(text: str) -> dict:
+    '''Shout.'''
+    return {"text": text.upper()}
+"""
+MIXED_ISOLATED = MIXED_IN_PROCESS.replace("def add", "def add_far").replace(
+    "def shout", "def shout_far"
+)
+
+
+def test_a_mixed_directory_behaves_the_same_through_execute_and_mcp(tmp_path: Path) -> None:
+    import asyncio
+
+    from mcp import Client
+
+    from agenthost._mcp import McpServer
+
+    plugins = tmp_path / "plugins"
+    write(plugins / "near.py", MIXED_IN_PROCESS)
+    write(plugins / "far.py", MIXED_ISOLATED)
+    host = PluginHost(plugins, installed=False, isolation={"far": "process"},
+                      cache_dir=tmp_path / "c")  # fmt: skip
+    pairs = [("add", "add_far", {"a": 2, "b": 3}), ("shout", "shout_far", {"text": "hi"}),
+             ("add", "add_far", {"a": "x"})]  # fmt: skip
+
+    def same(a: object, b: object) -> None:
+        assert a == b
+
+    async def scenario() -> None:
+        server = McpServer(host)
+        async with server.running(), Client(server.server, mode="legacy") as client:
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            assert listed["add"].output_schema == listed["add_far"].output_schema
+            assert listed["shout"].input_schema == listed["shout_far"].input_schema
+            for near, far, arguments in pairs:
+                a = await client.call_tool(near, arguments)
+                b = await client.call_tool(far, arguments)
+                same((a.is_error, a.structured_content), (b.is_error, b.structured_content))
+                same([c.text.replace(near, far) for c in a.content], [c.text for c in b.content])  # type: ignore[union-attr]
+
+    try:
+        host.start()
+        assert {p.name: p.isolation for p in host.plugins()} == {
+            "far": "process",
+            "near": "in-process",
+        }
+        for near, far, arguments in pairs:
+            a, b = host.execute(near, arguments), host.execute(far, arguments)
+            same((a.success, a.output.replace(near, far), a.data), (b.success, b.output, b.data))
+            same(a.error and a.error.details, b.error and b.error.details)
+        asyncio.run(scenario())
+    finally:
+        host.stop()
+
+
+def test_the_host_is_unchanged_after_200_worker_restarts(
+    isolated: Callable[..., PluginHost],
+) -> None:
+    host = isolated()
+    [plugin] = host.plugins()
+
+    def rss_kb() -> int:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise AssertionError("no VmRSS")
+
+    def restart(times: int) -> None:
+        """Kill the worker through timeouts until it has been replaced ``times`` times (a
+        call that times out while its worker is still starting kills nothing)."""
+        target = plugin.worker.restarts + times
+        while plugin.worker.restarts < target:
+            result = host.execute("nap", {"seconds": 5}, timeout=0.05)
+            assert result.error is not None
+            assert result.error.code == "timeout", result.error
+        assert host.execute("nap", {"seconds": 0}).output == "woke"
+
+    restart(20)  # warm up: pools, caches, the first allocations
+    threads, fds, rss = threading.active_count(), len(os.listdir("/proc/self/fd")), rss_kb()
+    restart(200)
+    wait_for(lambda: threading.active_count() <= threads, what="worker threads to end")
+    assert len(os.listdir("/proc/self/fd")) <= fds + 2  # the spare being started, at most
+    assert rss_kb() - rss < 20_000  # kB: no memory kept per restart
+
+
+def test_the_cli_runs_and_lists_isolated_plugins(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agenthost._cli import main
+
+    plugins = tmp_path / "plugins"
+    write(plugins / "risky.py", RISKY)
+    assert main(["call", str(plugins), "nap", '{"seconds": 0}', "--isolation", "process",
+                 "--output", "text"]) == 0  # fmt: skip
+    assert capsys.readouterr().out == "woke\n"
+    assert main(["list", str(plugins), "--isolation", "process"]) == 0
+    listed = capsys.readouterr().out
+    assert "process (pid " in listed
+    assert "running, 0 calls, 0 restarts)" in listed
+    assert main(["list", str(plugins), "--isolation", "process", "--json"]) == 0
+    [record] = json.loads(capsys.readouterr().out)
+    assert (record["isolation"], record["worker"]["state"]) == ("process", "running")
