@@ -43,13 +43,16 @@ def test_list_prints_a_table_and_errors(
     code, out = run(capsys, "list", str(plugin_dir))
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["PLUGIN", "VERSION", "STATUS", "TOOLS", "PATH"]
-    assert lines[1].split() == ["broken", "-", "failed", "-", str(plugin_dir / "broken.py")]
+    assert lines[0].split() == ["PLUGIN", "VERSION", "STATUS", "TOOLS", "RUNS", "IN", "PATH"]
+    assert lines[1].split() == [
+        "broken", "-", "failed", "-", "in-process", str(plugin_dir / "broken.py")
+    ]  # fmt: skip
     assert lines[2].split() == [
         "math_tools",
         "1.2",
         "loaded",
         "add",
+        "in-process",
         str(plugin_dir / "math_tools.py"),
     ]
     assert "broken:\n  error: RuntimeError: no config" in out
