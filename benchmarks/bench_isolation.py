@@ -1,0 +1,146 @@
+"""What process isolation costs: per call, per worker start, per timeout, under threads."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from agenthost import PluginHost
+from benchmarks._harness import Stats, measure, table
+
+PLUGIN = """
+import time
+from agenthost import tool
+
+@tool(timeout=False)
+def add(a: int, b: int) -> int:
+    '''Add two integers.'''
+    return a + b
+
+@tool
+def nap(seconds: float) -> str:
+    '''Sleep.'''
+    time.sleep(seconds)
+    return "woke"
+"""
+
+
+def _hosts(directory: Path) -> tuple[PluginHost, PluginHost]:
+    (directory / "calc.py").write_text(PLUGIN)
+    options = {"installed": False, "cache_dir": directory / "cache"}
+    near = PluginHost(directory, **options).start()  # type: ignore[arg-type]
+    far = PluginHost(directory, isolation="process", **options).start()  # type: ignore[arg-type]
+    return near, far
+
+
+def _per_call(near: PluginHost, far: PluginHost) -> None:
+    arguments = '{"a": 1, "b": 2}'
+    rows = [
+        ("in-process, inline (no timeout)", measure(lambda: near.execute("add", arguments))),
+        ("in-process, worker thread (timeout)",
+         measure(lambda: near.execute("add", arguments, timeout=10))),
+        ("process, no timeout", measure(lambda: far.execute("add", arguments))),
+        ("process, with a timeout", measure(lambda: far.execute("add", arguments, timeout=10))),
+    ]  # fmt: skip
+    table("per call (sync tool, 2 int arguments)", rows, "in-process, worker thread (timeout)")
+
+
+def _starts(directory: Path) -> None:
+    cold = []
+    for _ in range(5):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import agenthost._worker"], check=True)
+        cold.append(time.perf_counter() - started)
+    warm = []
+    with PluginHost(directory, installed=False, isolation="process",
+                    cache_dir=directory / "cache") as host:  # fmt: skip
+        [plugin] = host.plugins()
+        for _ in range(30):
+            host.execute("nap", {"seconds": 5}, timeout=0.05)  # kills the worker
+            time.sleep(0.3)  # let the spare pool refill, as it would between crashes
+            started = time.perf_counter()
+            host.execute("add", {"a": 1, "b": 2})  # starts, loads and calls a fresh worker
+            warm.append(time.perf_counter() - started)
+        assert plugin.worker.restarts >= 30
+    table("worker start", [
+        ("fresh interpreter importing agenthost (cold)", Stats(cold)),
+        ("from the pre-started pool: load plugin + first call", Stats(warm)),
+    ])  # fmt: skip
+
+
+def _timeouts(far: PluginHost) -> None:
+    freed, gone = [], []
+    [plugin] = far.plugins()
+    limit = 0.1
+    for _ in range(20):
+        far.execute("add", {"a": 1, "b": 2})  # a running worker
+        pid = plugin.worker.pid
+        started = time.perf_counter()
+        result = far.execute("nap", {"seconds": 5}, timeout=limit)
+        freed.append(time.perf_counter() - started - limit)
+        assert result.error is not None
+        assert result.error.code == "timeout"
+        while Path(f"/proc/{pid}").exists() and _alive(pid):
+            time.sleep(0.0005)
+        gone.append(time.perf_counter() - started - limit)
+    table("after a timeout", [
+        ("caller holds its result (beyond the limit)", Stats(freed)),
+        ("worker process gone (beyond the limit)", Stats(gone)),
+    ])  # fmt: skip
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _throughput(near: PluginHost, far: PluginHost) -> None:
+    print("\n## calls per second with 8 threads (2 s each)")
+    for label, host, timeout in [
+        ("in-process, worker thread", near, 10.0),
+        ("process", far, None),
+    ]:
+        print(f"   {label}: {_calls_per_second(host, timeout):,.0f} calls/s")
+
+
+def _calls_per_second(host: PluginHost, timeout: float | None, seconds: float = 2.0) -> float:
+    counts = [0] * 8
+    stop = threading.Event()
+
+    def run(index: int) -> None:
+        while not stop.is_set():
+            host.execute("add", '{"a": 1, "b": 2}', timeout=timeout)
+            counts[index] += 1
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    return sum(counts) / seconds
+
+
+def main() -> None:
+    directory = Path(tempfile.mkdtemp(prefix="agenthost-bench-isolation-"))
+    near, far = _hosts(directory)
+    try:
+        _per_call(near, far)
+        _timeouts(far)
+        _throughput(near, far)
+    finally:
+        near.stop()
+        far.stop()
+    _starts(directory)
+
+
+if __name__ == "__main__":
+    main()
