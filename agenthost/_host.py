@@ -507,6 +507,7 @@ class PluginHost:
             return load_isolated(
                 source, self.cache_dir, content[0], hook_timeout=self.hook_timeout,
                 options=self.worker_options,
+                on_quarantine=lambda: self._registry.refresh(source.key),
             )  # fmt: skip
         return load_source(source, self.cache_dir, content, hook_timeout=self.hook_timeout)
 

@@ -260,9 +260,11 @@ class Worker:
         cache_dir: Path,
         hook_timeout: float,
         options: WorkerOptions,
+        on_quarantine: Callable[[], None] | None = None,
     ) -> None:
         self.source = source
         self.options = options
+        self._on_quarantine = on_quarantine
         self.status = WorkerState()
         self._env = {k: os.environ[k] for k in options.env if k in os.environ}
         self._config = {
@@ -415,6 +417,8 @@ class Worker:
                 "save the plugin again to retry",
                 self.source.key, reason, len(status.crashes),
             )  # fmt: skip
+            if self._on_quarantine is not None:
+                self._on_quarantine()
 
     # --- calls ---------------------------------------------------------------------------------
     async def call(self, tool: str, arguments: dict[str, Any]) -> Prerendered:
@@ -539,10 +543,12 @@ def load_isolated(
     *,
     hook_timeout: float,
     options: WorkerOptions,
+    on_quarantine: Callable[[], None] | None = None,
 ) -> PluginVersion | LoadFailure:
-    """Load ``source`` in a new worker process; the version's tools are proxies to it."""
+    """Load ``source`` in a new worker process; the version's tools are proxies to it.
+    ``on_quarantine`` is told when the worker is quarantined (to publish the status)."""
     started = time.perf_counter()
-    worker = Worker(source, cache_dir, hook_timeout, options)
+    worker = Worker(source, cache_dir, hook_timeout, options, on_quarantine)
     hello = worker.start()
     failed = hello.get("failed")
     if failed is not None or "loaded" not in hello:

@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 HOST = "(host)"
-Status = Literal["loaded", "failed", "conflict"]
+Status = Literal["loaded", "failed", "conflict", "quarantined"]
 EventKind = Literal["loaded", "reloaded", "unloaded", "failed", "conflict"]
 
 
@@ -250,6 +250,16 @@ class Registry:
                     self._callbacks.remove(callback)
 
         return undo
+
+    def refresh(self, key: str) -> None:
+        """Publish the plugin's state again (its worker was quarantined, say); tools unchanged."""
+        with self._lock:
+            state = self._states.get(key)
+            old = self.snapshot
+            if state is None or key not in old.plugins:
+                return
+            plugins = {**old.plugins, key: self._plugin_info(state)}
+            self.snapshot = Snapshot(old.version + 1, dict(old.tools), plugins)
 
     def register_host(self, definition: ToolDefinition) -> ToolInfo:
         """Claim a name for the host; refused if any plugin or the host already claimed it."""
@@ -485,8 +495,12 @@ class Registry:
         status: Status = "loaded"
         error: str | None = None
         failure = state.failure
+        worker = serving.worker if serving else None
         if failure is not None:
             status, error = "failed", failure.message
+        elif worker is not None and worker.state == "quarantined":
+            status = "quarantined"
+            error = f"its worker {worker.last_exit} again and again; save the plugin to retry"
         elif state.collision or lost:
             status, error = "conflict", state.collision or "; ".join(lost)
         return PluginInfo(

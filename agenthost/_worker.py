@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import errno
 import json
 import os
 import resource
@@ -170,6 +171,12 @@ def _call(
     except MemoryError:
         limit = f"the worker's memory limit ({config['memory_mb']} MB, WorkerOptions.memory_mb)"
         send({"done": cid, "error": {"type": "MemoryError", "message": f"{limit} was reached"}})
+    except OSError as exc:
+        text = _message(exc)
+        if exc.errno == errno.EMFILE:
+            files = config["limits"].get("RLIMIT_NOFILE")
+            text = f"the worker's open files limit ({files}, WorkerOptions.open_files) was reached"
+        send({"done": cid, "error": {"type": type_name(exc), "message": text}})
     except BaseException as exc:  # noqa: BLE001 - the worker's boundary of tool code
         print(f"tool {message.get('tool')!r} raised {exception_text(exc)}", file=sys.stderr)
         send({"done": cid, "error": {"type": type_name(exc), "message": _message(exc)}})

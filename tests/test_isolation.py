@@ -75,6 +75,19 @@ def fail(x: int) -> int:
 
 
 @tool
+def big_answer(size: int, fill: str = "x") -> str:
+    '''A long text.'''
+    return fill * size
+
+
+@tool
+def many_files(n: int) -> int:
+    '''Open n files at once.'''
+    kept = [open(os.devnull) for _ in range(n)]
+    return len(kept)
+
+
+@tool
 def count(n: int):
     '''Stream n chunks.'''
     for i in range(n):
@@ -205,13 +218,16 @@ def test_a_crash_loop_is_quarantined_until_the_file_changes(
     for _ in range(3):
         assert host.execute("exit_hard").error is not None
     assert plugin.worker.state == "quarantined"
+    [listed] = host.plugins()
+    assert listed.status == "quarantined"
+    assert "save the plugin to retry" in (listed.error or "")
     refused = host.execute("nap", {"seconds": 0})
     assert refused.error is not None
     assert "quarantined" in refused.error.message
     replace_atomically(tmp_path / "plugins" / "risky.py", RISKY + "\n# fixed\n")
     wait_for(lambda: host.execute("nap", {"seconds": 0}).output == "woke", what="a fresh worker")
     [revived] = host.plugins()
-    assert revived.worker.state == "running"
+    assert (revived.status, revived.worker.state) == ("loaded", "running")
 
 
 def test_a_plugin_cannot_patch_the_host_or_another_plugin(
@@ -403,3 +419,20 @@ def test_the_cli_runs_and_lists_isolated_plugins(
     assert main(["list", str(plugins), "--isolation", "process", "--json"]) == 0
     [record] = json.loads(capsys.readouterr().out)
     assert (record["isolation"], record["worker"]["state"]) == ("process", "running")
+
+
+def test_answer_size_and_open_files_are_limited_with_the_limit_named(
+    isolated: Callable[..., PluginHost],
+) -> None:
+    options = WorkerOptions(max_output=2**20, open_files=32)
+    host = isolated(worker_options=options, max_output=10 * 2**20)
+    big = host.execute("big_answer", {"size": 3 * 2**20})
+    assert (big.success, big.truncated, len(big.output) < 2**20 + 200) == (True, True, True)
+    blown = host.execute("big_answer", {"size": 500_000, "fill": "\u0000"})  # 6 bytes each as JSON
+    assert blown.error is not None
+    assert "over the 1,048,576-byte output limit" in blown.error.message
+    files = host.execute("many_files", {"n": 100})
+    assert files.error is not None
+    assert "open files limit (32, WorkerOptions.open_files)" in files.error.message
+    assert host.execute("many_files", {"n": 5}).data == 5
+    assert len(host.execute("big_answer", {"size": 1000}).output) == 1000
