@@ -143,8 +143,10 @@ class RemoteError(Exception):
     """An exception a tool raised inside its worker; named after the original type."""
 
 
-@functools.cache
+@functools.lru_cache(maxsize=256)
 def _remote_error(name: str) -> type[RemoteError]:
+    if not name.isidentifier() or len(name) > 100:  # a worker's word, not a class name
+        name = "RemoteError"
     return type(name, (RemoteError,), {"__module__": "agenthost.worker"})
 
 
@@ -348,26 +350,24 @@ class Worker:
     # --- the channel ---------------------------------------------------------------------------
     def _read(self, run: _Run) -> None:
         process = run.process
+        limit = self.options.max_output + 65536
         try:
             while True:
-                self._received(
-                    run, json.loads(run.conn.recv_bytes(self.options.max_output + 65536))
-                )
-        except (EOFError, OSError, ValueError) as exc:
+                self._received(run, json.loads(run.conn.recv_bytes(limit)))
+        except (EOFError, OSError) as exc:
             too_big = isinstance(exc, OSError) and "bad message length" in str(exc)
-            if too_big:
-                process.kill()
-            try:
-                process.wait(5)
-            except subprocess.TimeoutExpired:  # hung up but still running: make sure
-                process.kill()
-                process.wait(5)
-            reason = (
-                f"sent an answer over the {self.options.max_output:,}-byte output limit"
-                if too_big
-                else _exit_reason(process.returncode)
-            )
-            self._ended(run, reason)
+            broken = f"sent an answer over the {self.options.max_output:,}-byte output limit"
+            reason = broken if too_big else ""
+        except Exception as exc:  # noqa: BLE001 - whatever a hostile worker sends ends it
+            reason = f"sent a malformed message ({type(exc).__name__})"
+        if reason:
+            process.kill()
+        try:
+            process.wait(5)
+        except subprocess.TimeoutExpired:  # hung up but still running: make sure
+            process.kill()
+            process.wait(5)
+        self._ended(run, reason or _exit_reason(process.returncode))
 
     def _received(self, run: _Run, message: dict[str, Any]) -> None:
         if "loaded" in message or "failed" in message:

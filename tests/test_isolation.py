@@ -436,3 +436,49 @@ def test_answer_size_and_open_files_are_limited_with_the_limit_named(
     assert "open files limit (32, WorkerOptions.open_files)" in files.error.message
     assert host.execute("many_files", {"n": 5}).data == 5
     assert len(host.execute("big_answer", {"size": 1000}).output) == 1000
+
+
+HOSTILE = """
+import os, socket, struct, time
+from agenthost import tool
+
+
+def _channel() -> int:
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+        if target.startswith("socket:"):
+            return int(name)
+    raise RuntimeError("no channel")
+
+
+@tool
+def garbage(kind: str) -> str:
+    '''Write a hostile frame straight onto the channel to the host.'''
+    payload = {
+        "deep": b"[" * 100_000,
+        "binary": b"\\xff\\xfe not json",
+    }[kind]
+    os.write(_channel(), struct.pack("!i", len(payload)) + payload)
+    time.sleep(5)
+    return "not reached"
+
+
+@tool
+def ok() -> str:
+    '''Fine.'''
+    return "fine"
+"""
+
+
+@pytest.mark.parametrize("kind", ["deep", "binary"])
+def test_a_worker_that_sends_garbage_is_ended_and_the_host_carries_on(
+    isolated: Callable[..., PluginHost], kind: str
+) -> None:
+    host = isolated(HOSTILE, name="hostile")
+    result = host.execute("garbage", {"kind": kind}, timeout=30)
+    assert result.error is not None
+    assert "sent a malformed message" in result.error.message
+    assert host.execute("ok").output == "fine"
