@@ -10,8 +10,10 @@ an endless loop ends the worker, and the calls it was running end with
 stops it); the next call starts a fresh one. A worker that keeps crashing is
 quarantined until its plugin's files change.
 
-Workers are forked from a fork server that has already imported agenthost, so
-a new one costs a fork and the plugin's own import, not a fresh interpreter.
+Workers come from interpreters started ahead of need that have already imported
+agenthost, so a new one costs the plugin's own import, not a fresh interpreter.
+(multiprocessing's fork server was tried and dropped: it re-imports the host's
+``__main__`` in every child.)
 """
 
 from __future__ import annotations
