@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from agenthost._frozen import freeze
-from agenthost._schema import admits_null, ref_name
+from agenthost._schema import admits_null, recursive_definitions, ref_name
 
 if TYPE_CHECKING:
     from agenthost._definition import ToolDefinition
@@ -393,7 +393,7 @@ _ANTHROPIC_FORMATS = frozenset(
 def anthropic_strict_schema(schema: Mapping[str, Any]) -> tuple[JsonSchema | None, list[Note]]:
     """The schema under Anthropic's strict tool use rules, or None and the reasons why not."""
     reasons: list[str] = []
-    cyclic = _cyclic(schema.get("$defs") or {})
+    cyclic = recursive_definitions(schema.get("$defs") or {})
 
     def walk(node: Mapping[str, Any], path: str) -> JsonSchema:
         name = ref_name(node.get("$ref"))
@@ -433,35 +433,6 @@ def anthropic_strict_schema(schema: Mapping[str, Any]) -> tuple[JsonSchema | Non
     if reasons:
         return None, [("info", "strict mode not possible: " + r) for r in dict.fromkeys(reasons)]
     return result, []
-
-
-def _cyclic(defs: Mapping[str, Any]) -> set[str]:
-    """The ``$defs`` entries that reach themselves through ``$ref`` (recursive models)."""
-    edges = {name: set(_refs(node)) & set(defs) for name, node in defs.items()}
-    cyclic = set()
-    for start in edges:
-        seen, todo = set(), list(edges[start])
-        while todo:
-            name = todo.pop()
-            if name == start:
-                cyclic.add(start)
-                break
-            if name not in seen:
-                seen.add(name)
-                todo.extend(edges.get(name, ()))
-    return cyclic
-
-
-def _refs(node: Any) -> Iterable[str]:
-    if isinstance(node, Mapping):
-        name = ref_name(node.get("$ref"))
-        if name is not None:
-            yield name
-        for value in node.values():
-            yield from _refs(value)
-    elif isinstance(node, list | tuple):
-        for value in node:
-            yield from _refs(value)
 
 
 # --- Gemini ---------------------------------------------------------------------------------------

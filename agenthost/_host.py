@@ -290,8 +290,9 @@ class PluginHost:
         if loaded is not None:
             loaded = frozenset([*loaded, SEARCH_TOOL] if self._tool_search else loaded)
         control = cache_control if isinstance(cache_control, bool) else dict(cache_control)
+        shown = control if isinstance(control, bool) else json.dumps(control, sort_keys=True)
         snapshot = self._snapshot
-        key = ("schemas", format, strict, loaded, json.dumps(control, sort_keys=True))
+        key = ("schemas", format, strict, loaded, shown)
         cached = snapshot.cache.get(key)
         if cached is None:
             definitions = [entry.info.definition for _, entry in sorted(snapshot.tools.items())]

@@ -166,10 +166,11 @@ class _Spares:
         self._env: dict[str, str] = {}
 
     def take(self, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Connection]:
+        stale: list[tuple[subprocess.Popen[bytes], Connection]] = []
         with self._lock:
-            spare = self._ready.pop() if self._ready and env == self._env else None
-            stale, self._ready = (self._ready, []) if env != self._env else ([], self._ready)
-            self._env = env
+            if env != self._env:  # spares started for another environment are no use
+                stale, self._ready, self._env = self._ready, [], env
+            spare = self._ready.pop() if self._ready else None
         for process, conn in stale:
             _discard(process, conn)
         if spare is None or spare[0].poll() is not None:

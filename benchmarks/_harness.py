@@ -6,6 +6,7 @@ import gc
 import os
 import platform
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -143,3 +144,23 @@ def optional(fn: Callable[[], Stats]) -> Stats | None:
         return fn()
     except ImportError:
         return None
+
+
+def calls_per_second(call: Callable[[], Any], threads: int = 8, seconds: float = 2.0) -> float:
+    """How many times ``threads`` threads together run ``call`` per second."""
+    stop = threading.Event()
+    counts = [0] * threads
+
+    def work(index: int) -> None:
+        while not stop.is_set():
+            call()
+            counts[index] += 1
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    time.sleep(seconds)
+    stop.set()
+    for worker in workers:
+        worker.join()
+    return sum(counts) / seconds

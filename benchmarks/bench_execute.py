@@ -5,14 +5,19 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
-import threading
-import time
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
 from agenthost import CachingInterceptor, LoggingInterceptor, PluginHost, RetryInterceptor, tool
-from benchmarks._harness import Stats, measure, measure_async, optional, table
+from benchmarks._harness import (
+    Stats,
+    calls_per_second,
+    measure,
+    measure_async,
+    optional,
+    table,
+)
 
 ARGS = '{"a": 1, "b": 2}'
 
@@ -164,27 +169,8 @@ def throughput(threads: int = 8, seconds: float = 2.0) -> None:
     host = _host()
     print(f"\n## calls per second with {threads} threads ({seconds:g} s each)")
     for label, name in (("inline", "add"), ("worker", "add_worker")):
-        stop = threading.Event()
-        counts = [0] * threads
-
-        def work(
-            index: int,
-            tool_name: str = name,
-            stop: threading.Event = stop,
-            counts: list[int] = counts,
-        ) -> None:
-            while not stop.is_set():
-                host.execute(tool_name, ARGS)
-                counts[index] += 1
-
-        workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
-        for worker in workers:
-            worker.start()
-        time.sleep(seconds)
-        stop.set()
-        for worker in workers:
-            worker.join()
-        print(f"   {label}: {sum(counts) / seconds:,.0f} calls/s")
+        rate = calls_per_second(lambda name=name: host.execute(name, ARGS), threads, seconds)
+        print(f"   {label}: {rate:,.0f} calls/s")
     host.stop()
 
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from agenthost import PluginHost
-from benchmarks._harness import Stats, measure, table
+from benchmarks._harness import Stats, calls_per_second, measure, table
 
 PLUGIN = """
 import time
@@ -107,26 +106,12 @@ def _throughput(near: PluginHost, far: PluginHost) -> None:
         ("in-process, worker thread", near, 10.0),
         ("process", far, None),
     ]:
-        print(f"   {label}: {_calls_per_second(host, timeout):,.0f} calls/s")
-
-
-def _calls_per_second(host: PluginHost, timeout: float | None, seconds: float = 2.0) -> float:
-    counts = [0] * 8
-    stop = threading.Event()
-
-    def run(index: int) -> None:
-        while not stop.is_set():
-            host.execute("add", '{"a": 1, "b": 2}', timeout=timeout)
-            counts[index] += 1
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    time.sleep(seconds)
-    stop.set()
-    for thread in threads:
-        thread.join()
-    return sum(counts) / seconds
+        rate = calls_per_second(
+            lambda host=host, timeout=timeout: host.execute(
+                "add", '{"a": 1, "b": 2}', timeout=timeout
+            )
+        )
+        print(f"   {label}: {rate:,.0f} calls/s")
 
 
 def main() -> None:
