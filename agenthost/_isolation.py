@@ -219,15 +219,21 @@ def _start(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Connection]:
     return process, Connection(ours.detach())
 
 
-def _hang_up(conn: Connection) -> None:
-    """Close the channel so that both ends see it at once, even with a read in progress
-    (closing alone leaves a blocked reader, and so the socket, open)."""
+def _shut(conn: Connection) -> None:
+    """End the channel for both sides at once, even with a read in progress, without
+    closing the descriptor: only the thread reading it may close it, or a new channel
+    could take its number while the old reader still reads from it."""
     with contextlib.suppress(OSError, ValueError):
         sock = socket.socket(fileno=conn.fileno())
         try:
             sock.shutdown(socket.SHUT_RDWR)
         finally:
             sock.detach()
+
+
+def _hang_up(conn: Connection) -> None:
+    """End and close a channel nobody else reads."""
+    _shut(conn)
     conn.close()
 
 
@@ -250,10 +256,29 @@ class _Run:
         self.pending: dict[int, _Pending] = {}
         self.stopping = ""  # why the host stops this process, if it does
         self.reader: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._waiters: list[_Pending] = []
 
     @property
     def ready(self) -> bool:
         return self.loaded.is_set() and "loaded" in self.hello
+
+    def until_loaded(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any] | None:
+        """A future on ``loop`` for the first message (None if it came already)."""
+        with self._lock:
+            if self.loaded.is_set():
+                return None
+            waiter = _Pending(loop, None)
+            self._waiters.append(waiter)
+            return waiter.future
+
+    def mark_loaded(self) -> None:
+        """The first message came (or the process ended): wake whoever waits for it."""
+        with self._lock:
+            self.loaded.set()
+            waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter.deliver(("done", None))
 
 
 class Worker:
@@ -317,7 +342,7 @@ class Worker:
             run, self._run = self._run, None
         if run is None:
             return
-        _hang_up(run.conn)
+        _shut(run.conn)  # the reader sees the end and closes the channel
         try:
             run.process.wait(2)
         except subprocess.TimeoutExpired:
@@ -366,7 +391,7 @@ class Worker:
         if reason:
             process.kill()
         try:
-            process.wait(5)
+            process.wait(0.5 if run.stopping else 5)
         except subprocess.TimeoutExpired:  # hung up but still running: make sure
             process.kill()
             process.wait(5)
@@ -377,7 +402,7 @@ class Worker:
             run.hello = message
             if self._run is run:
                 self.status.state = "running" if "loaded" in message else "stopped"
-            run.loaded.set()
+            run.mark_loaded()
             return
         cid = message.get("done", message.get("delta"))
         pending = run.pending.get(cid) if isinstance(cid, int) else None
@@ -402,7 +427,7 @@ class Worker:
             reason = f"was stopped ({run.stopping})"
         if crashed:
             self._crashed(reason)
-        run.loaded.set()
+        run.mark_loaded()
         for call in pending.values():
             call.deliver(
                 ("gone", f"the worker process {reason}; it is restarted for the next call")
@@ -451,8 +476,11 @@ class Worker:
             kind, payload = await pending.future
         except asyncio.CancelledError:  # the caller's timeout: stop the tool for real
             run.pending.pop(cid, None)
-            self._detach(run, f"call {tool} timed out")  # the next call gets a fresh worker
-            await loop.run_in_executor(None, self._stop_run, run, f"call {tool} timed out")
+            if self._detach(run, f"call {tool} timed out"):  # the next call gets a fresh one
+                logger.warning("stopping worker {} of {}: call {} timed out",
+                               run.process.pid, self.source.key, tool)  # fmt: skip
+                run.process.terminate()
+                _shut(run.conn)  # its reader sees the end now and kills it if it lingers
             raise
         if kind == "gone":
             raise WorkerGone(payload)
@@ -467,7 +495,7 @@ class Worker:
         return Prerendered(output, data_, bool(truncated))
 
     async def _ready(self, loop: asyncio.AbstractEventLoop) -> _Run:
-        """The running process, or a fresh one if the last one ended."""
+        """The running process, or a fresh one if the last one ended; waits without a thread."""
         if self.status.state == "quarantined":
             raise WorkerGone(
                 f"the plugin's worker is quarantined: it {self.status.last_exit} "
@@ -476,21 +504,25 @@ class Worker:
         run = self._run
         if run is not None and run.ready:
             return run
-        return await loop.run_in_executor(None, self._restart)
-
-    def _restart(self) -> _Run:
-        with self._lock:
-            if self._closed:
-                raise WorkerGone("the plugin version was retired")
-            run = self._run
-            if run is None:
-                crashes = len(self.status.crashes)
-                if crashes:  # backoff: a crashing worker must not spin the host
-                    time.sleep(min(0.05 * 2 ** (crashes - 1), 2.0))
-                self.status.restarts += 1
-                run = self._spawn()
-        if not run.loaded.wait(self.options.import_timeout):
-            self._stop_run(run, "it did not load the plugin again in time")
+        if run is None:
+            crashes = len(self.status.crashes)
+            if crashes:  # backoff: a crashing worker must not spin the host
+                await asyncio.sleep(min(0.05 * 2 ** (crashes - 1), 2.0))
+            with self._lock:
+                if self._closed:
+                    raise WorkerGone("the plugin version was retired")
+                run = self._run
+                if run is None:
+                    self.status.restarts += 1
+                    run = self._spawn()
+        loaded = run.until_loaded(loop)
+        if loaded is not None:
+            try:
+                await asyncio.wait_for(loaded, self.options.import_timeout)
+            except asyncio.TimeoutError:
+                if self._detach(run, "it did not load the plugin again in time"):
+                    run.process.terminate()
+                    _shut(run.conn)
         if not run.ready or self._run is not run:
             raise WorkerGone("the restarted worker did not load the plugin again")
         return run

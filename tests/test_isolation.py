@@ -396,8 +396,12 @@ def test_the_host_is_unchanged_after_200_worker_restarts(
 
     restart(20)  # warm up: pools, caches, the first allocations
     threads, fds, rss = threading.active_count(), len(os.listdir("/proc/self/fd")), rss_kb()
+    before = sorted(t.name for t in threading.enumerate())
     restart(200)
-    wait_for(lambda: threading.active_count() <= threads, what="worker threads to end")
+    wait_for(
+        lambda: threading.active_count() <= threads,
+        what=f"threads to end: {before} -> {sorted(t.name for t in threading.enumerate())}",
+    )
     assert len(os.listdir("/proc/self/fd")) <= fds + 2  # the spare being started, at most
     assert rss_kb() - rss < 20_000  # kB: no memory kept per restart
 
