@@ -7,9 +7,27 @@ and exports it in every major provider's tool format.
 
 from loguru import logger
 
-from agenthost._context import ToolContext, current_context
-from agenthost._decorator import ToolOptions, tool
-from agenthost._definition import ToolDefinition, ToolHints
+from agenthost._authoring.context import ToolContext, current_context
+from agenthost._authoring.decorator import ToolOptions, tool
+from agenthost._authoring.definition import ToolDefinition, ToolHints
+from agenthost._calls.interceptors import (
+    CachingInterceptor,
+    Interceptor,
+    LoggingInterceptor,
+    RetryInterceptor,
+)
+from agenthost._calls.permissions import Permissions
+from agenthost._calls.results import ToolError, ToolResult
+from agenthost._calls.streaming import StreamEvent
+from agenthost._common.frozen import thaw
+from agenthost._common.masking import mask_secrets
+from agenthost._directory.loader import LoadFailure
+from agenthost._directory.registry import (
+    PluginEvent,
+    PluginInfo,
+    RegistryChange,
+    ToolInfo,
+)
 from agenthost._errors import (
     AgentHostError,
     ArgumentProblem,
@@ -19,7 +37,10 @@ from agenthost._errors import (
     ToolDefinitionError,
     WheelError,
 )
-from agenthost._exporters import (
+from agenthost._host import PluginHost
+from agenthost._isolation.supervisor import WorkerOptions, WorkerState
+from agenthost._providers.compatibility import Finding, check_compatibility
+from agenthost._providers.exporters import (
     FORMATS,
     export_tool,
     export_tools,
@@ -29,29 +50,7 @@ from agenthost._exporters import (
     to_openai,
     to_openai_responses,
 )
-from agenthost._frozen import thaw
-from agenthost._host import PluginHost
-from agenthost._interceptors import (
-    CachingInterceptor,
-    Interceptor,
-    LoggingInterceptor,
-    RetryInterceptor,
-)
-from agenthost._isolation import WorkerOptions, WorkerState
-from agenthost._loader import LoadFailure
-from agenthost._masking import mask_secrets
-from agenthost._permissions import Permissions
-from agenthost._providers import Finding, check_compatibility
-from agenthost._registry import (
-    PluginEvent,
-    PluginInfo,
-    RegistryChange,
-    ToolInfo,
-)
-from agenthost._results import ToolError, ToolResult
-from agenthost._streaming import StreamEvent
-
-__version__ = "0.1.0"
+from agenthost._version import __version__ as __version__
 
 __all__ = [
     "AgentHostError",

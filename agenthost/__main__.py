@@ -1,5 +1,5 @@
 """``python -m agenthost`` runs the CLI."""
 
-from agenthost._cli import main
+from agenthost._cli.main import main
 
 raise SystemExit(main())

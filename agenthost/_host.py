@@ -14,18 +14,14 @@ from typing import Annotated, Any
 from loguru import logger
 from pydantic import Field
 
-from agenthost._definition import ToolDefinition
-from agenthost._executor import Executor
-from agenthost._exporters import Format, export_tools
-from agenthost._frozen import FrozenList
-from agenthost._isolation import (
-    LEVELS,
-    Isolation,
-    WorkerOptions,
-    declared_isolation,
-    load_isolated,
-)
-from agenthost._loader import (
+from agenthost._authoring.definition import ToolDefinition
+from agenthost._calls.executor import Executor
+from agenthost._calls.permissions import Permissions
+from agenthost._calls.reading import Call
+from agenthost._calls.results import ToolResult
+from agenthost._calls.streaming import StreamEvent
+from agenthost._common.frozen import FrozenList
+from agenthost._directory.loader import (
     LoadFailure,
     PluginVersion,
     hook_timeout_from,
@@ -33,9 +29,8 @@ from agenthost._loader import (
     load_installed,
     load_source,
 )
-from agenthost._permissions import Permissions
-from agenthost._reconcile import Reconciler
-from agenthost._registry import (
+from agenthost._directory.reconcile import Reconciler
+from agenthost._directory.registry import (
     Load,
     PluginEvent,
     PluginInfo,
@@ -44,13 +39,18 @@ from agenthost._registry import (
     Snapshot,
     ToolInfo,
 )
-from agenthost._results import ToolResult
-from agenthost._scan import Source
-from agenthost._search import SEARCH_TOOL, ToolIndex
-from agenthost._streaming import StreamEvent
-from agenthost._toolcalls import Call
-from agenthost._watcher import ALL, Watcher, debounce_from
-from agenthost._wheel import prune_cache
+from agenthost._directory.scan import Source
+from agenthost._directory.watcher import ALL, Watcher, debounce_from
+from agenthost._directory.wheel import prune_cache
+from agenthost._isolation.supervisor import (
+    LEVELS,
+    Isolation,
+    WorkerOptions,
+    declared_isolation,
+    load_isolated,
+)
+from agenthost._providers.exporters import Format, export_tools
+from agenthost._providers.search import SEARCH_TOOL, ToolIndex
 
 __all__ = ["PluginHost"]
 

@@ -15,10 +15,10 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 
-from agenthost._context import ToolContext
-from agenthost._interceptors import AsyncProceed, Interceptor, Proceed, masked_arguments
-from agenthost._masking import DEFAULT_SECRET_KEYS
-from agenthost._results import ToolResult
+from agenthost._authoring.context import ToolContext
+from agenthost._calls.interceptors import AsyncProceed, Interceptor, Proceed, masked_arguments
+from agenthost._calls.results import ToolResult
+from agenthost._common.masking import DEFAULT_SECRET_KEYS
 
 __all__ = ["OpenTelemetryInterceptor"]
 

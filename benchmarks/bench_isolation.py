@@ -52,7 +52,7 @@ def _starts(directory: Path) -> None:
     cold = []
     for _ in range(5):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import agenthost._worker"], check=True)
+        subprocess.run([sys.executable, "-c", "import agenthost._isolation.worker"], check=True)
         cold.append(time.perf_counter() - started)
     warm = []
     with PluginHost(directory, installed=False, isolation="process",

@@ -240,7 +240,7 @@ def listing_cost(scratch: Path) -> None:
 def _handler(directory: Path, count: int) -> Stats:
     """The server's tools/list handler alone, in-process: the rest is the SDK's and the pipe's."""
     from agenthost import PluginHost
-    from agenthost._mcp import McpServer
+    from agenthost._serve.server import McpServer
 
     server = McpServer(PluginHost(directory))
 

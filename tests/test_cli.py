@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from helpers import replace_atomically, wheel_bytes, write
 
-from agenthost._cli import main
+from agenthost._cli.main import main
 
 GOOD = """
     from agenthost import tool
@@ -543,7 +543,7 @@ def test_status_words_are_coloured_on_a_terminal_only(
     plugin_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from agenthost import PluginEvent
-    from agenthost._cli import _text_event
+    from agenthost._cli.main import _text_event
 
     event = PluginEvent("failed", "math_tools", str(plugin_dir / "m.py"), message="boom")
     terminal = _Terminal()
@@ -559,7 +559,7 @@ def test_status_words_are_coloured_on_a_terminal_only(
 
 def test_a_conflict_loser_is_told_how_to_fix_it(plugin_dir: Path) -> None:
     from agenthost import PluginEvent
-    from agenthost._cli import _text_event
+    from agenthost._cli.main import _text_event
 
     out = io.StringIO()
     message = "tool 'search' is owned by plugin 'alpha' (plugins/alpha.py)"
@@ -571,7 +571,7 @@ def test_a_conflict_loser_is_told_how_to_fix_it(plugin_dir: Path) -> None:
 
 def test_the_start_up_summary_counts_failures(plugin_dir: Path) -> None:
     from agenthost import PluginHost
-    from agenthost._cli import _summary
+    from agenthost._cli.main import _summary
 
     write(plugin_dir / "math_tools.py", GOOD)
     write(plugin_dir / "broken.py", "raise RuntimeError('no')\n")

@@ -332,7 +332,7 @@ def test_a_mixed_directory_behaves_the_same_through_execute_and_mcp(tmp_path: Pa
 
     from mcp import Client
 
-    from agenthost._mcp import McpServer
+    from agenthost._serve.server import McpServer
 
     plugins = tmp_path / "plugins"
     write(plugins / "near.py", MIXED_IN_PROCESS)
@@ -409,7 +409,7 @@ def test_the_host_is_unchanged_after_200_worker_restarts(
 def test_the_cli_runs_and_lists_isolated_plugins(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from agenthost._cli import main
+    from agenthost._cli.main import main
 
     plugins = tmp_path / "plugins"
     write(plugins / "risky.py", RISKY)

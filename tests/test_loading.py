@@ -13,7 +13,7 @@ import pytest
 from helpers import call, make_wheel, wheel_bytes, write
 
 from agenthost import PluginHost
-from agenthost._namespace import ROOT
+from agenthost._directory.namespace import ROOT
 
 Host = Callable[..., PluginHost]
 

@@ -28,7 +28,7 @@ from mcp_clients import (
     text,
 )
 
-from agenthost._cli import main
+from agenthost._cli.main import main
 
 LISTED = ["add", "count", "explode", "nap"]
 ALICE = "alice-0123456789abcdef"
@@ -313,8 +313,8 @@ def test_fifty_rewrites_under_load_fail_no_call(tmp_path: Path) -> None:
 def test_sessions_are_forgotten_when_their_clients_leave(tmp_path: Path) -> None:
     """In-process, to count the server's sessions; `stop` ends the server like a signal."""
     from agenthost import PluginHost
-    from agenthost._mcp import McpServer
-    from agenthost._mcp_http import serve_http
+    from agenthost._serve.http import serve_http
+    from agenthost._serve.server import McpServer
 
     server = McpServer(PluginHost(_plugins(tmp_path), watch=False))
 

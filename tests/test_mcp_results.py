@@ -20,7 +20,7 @@ from mcp import Client
 from mcp_clients import MODERN, eventually, text
 
 from agenthost import PluginHost
-from agenthost._mcp import SESSION, McpServer
+from agenthost._serve.server import SESSION, McpServer
 
 ODD = '''
 import math

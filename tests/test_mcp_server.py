@@ -27,7 +27,7 @@ from mcp_clients import (
     text,
 )
 
-from agenthost._cli import main
+from agenthost._cli.main import main
 
 
 def _plugins(tmp_path: Path) -> Path:
@@ -197,7 +197,7 @@ def test_serve_refuses_a_missing_directory(
 def test_without_the_mcp_sdk_serve_says_how_to_install_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(sys.modules, "agenthost._mcp", None)
+    monkeypatch.setitem(sys.modules, "agenthost._serve.server", None)
     assert main(["serve", str(tmp_path)]) == 2
     assert "pip install 'agenthost[mcp]'" in capsys.readouterr().err
 

@@ -11,7 +11,7 @@ from helpers import make_wheel, wait_for, write
 from loguru import logger
 
 from agenthost import PluginHost
-from agenthost._cli import main
+from agenthost._cli.main import main
 
 TOOL = '''
 from agenthost import tool

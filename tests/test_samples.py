@@ -11,7 +11,7 @@ from types import ModuleType
 import pytest
 
 from agenthost import FORMATS, ToolDefinition, check_compatibility, export_tool
-from agenthost._decorator import tool_options
+from agenthost._authoring.decorator import tool_options
 
 ROOT = Path(__file__).parent.parent
 FILES = sorted([*ROOT.glob("sample_plugins/*.py"), *ROOT.glob("plugins/*.py")])

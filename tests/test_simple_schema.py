@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from pydantic import Field
 
 from agenthost import InvalidArgumentsError, ToolDefinition, tool
-from agenthost._signature import Built, build_input
-from agenthost._simple_schema import simple_schema
-from agenthost._validation import PydanticArgumentValidator, SimpleArgumentValidator
+from agenthost._authoring.signature import Built, build_input
+from agenthost._authoring.simple_schema import simple_schema
+from agenthost._authoring.validation import PydanticArgumentValidator, SimpleArgumentValidator
 
 SIMPLE: list[Any] = [
     str, int, float, bool, None, Any, list, dict,

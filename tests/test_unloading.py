@@ -12,7 +12,7 @@ from pathlib import Path
 from helpers import call, write
 
 from agenthost import PluginHost
-from agenthost._namespace import ROOT
+from agenthost._directory.namespace import ROOT
 
 SOURCE = """
 from __future__ import annotations

@@ -22,7 +22,7 @@ from watchdog.observers.api import BaseObserver, ObservedWatch
 from watchdog.observers.polling import PollingEmitter
 
 from agenthost import PluginHost
-from agenthost._watcher import DEFAULT_DEBOUNCE, Watcher, debounce_from
+from agenthost._directory.watcher import DEFAULT_DEBOUNCE, Watcher, debounce_from
 
 Host = Callable[..., PluginHost]
 DEBOUNCE = 0.05
@@ -276,7 +276,7 @@ def test_polling_takes_over_when_inotify_cannot_add_a_watch(
         def schedule(self, *args: object, **kwargs: object) -> object:
             raise OSError(errno.ENOSPC, "inotify watch limit reached")
 
-    monkeypatch.setattr("agenthost._watcher.NativeObserver", Exhausted)
+    monkeypatch.setattr("agenthost._directory.watcher.NativeObserver", Exhausted)
     write(plugin_dir / "hello.py", source("v1"))
     host = make_host(plugin_dir, watch=True, debounce=DEBOUNCE).start()
     assert host.watch_mode == "polling"

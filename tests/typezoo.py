@@ -13,7 +13,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, Field
 from typing_extensions import NotRequired, TypedDict
 
-from agenthost._formats import DECIMAL_PATTERN
+from agenthost._authoring.formats import DECIMAL_PATTERN
 
 
 class Color(enum.Enum):

@@ -28,9 +28,9 @@ from typing import Any
 import pydantic_core
 from loguru import logger
 
-from agenthost._context import ToolContext
-from agenthost._masking import DEFAULT_SECRET_KEYS, jsonable, mask_secrets
-from agenthost._results import ToolResult
+from agenthost._authoring.context import ToolContext
+from agenthost._calls.results import ToolResult
+from agenthost._common.masking import DEFAULT_SECRET_KEYS, jsonable, mask_secrets
 
 __all__ = [
     "AsyncProceed",

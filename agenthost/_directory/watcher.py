@@ -33,7 +33,7 @@ from watchdog.observers import Observer as NativeObserver
 from watchdog.observers.api import BaseObserver, ObservedWatch
 from watchdog.observers.polling import PollingObserver
 
-from agenthost._scan import changing, is_ignored
+from agenthost._directory.scan import changing, is_ignored
 
 __all__ = ["ALL", "DEFAULT_DEBOUNCE", "Watcher", "debounce_from"]
 

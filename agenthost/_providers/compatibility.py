@@ -14,10 +14,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from agenthost._exporters import Note, anthropic_strict_schema, gemini_schema, strict_schema
+from agenthost._providers.exporters import (
+    Note,
+    anthropic_strict_schema,
+    gemini_schema,
+    strict_schema,
+)
 
 if TYPE_CHECKING:
-    from agenthost._definition import ToolDefinition
+    from agenthost._authoring.definition import ToolDefinition
 
 __all__ = [
     "NAME_PATTERN",

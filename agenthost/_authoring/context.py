@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agenthost._masking import jsonable, mask_secrets
+from agenthost._common.masking import jsonable, mask_secrets
 
 if TYPE_CHECKING:
-    from agenthost._definition import ToolDefinition
+    from agenthost._authoring.definition import ToolDefinition
 
 __all__ = ["ToolContext", "current_context"]
 

@@ -35,9 +35,9 @@ import jiter
 from pydantic import ValidationError
 from pydantic_core import SchemaValidator
 
+from agenthost._authoring.formats import format_checker
+from agenthost._common.text import clip, type_name
 from agenthost._errors import ArgumentProblem, InvalidArgumentsError
-from agenthost._formats import format_checker
-from agenthost._text import clip, type_name
 
 if TYPE_CHECKING:
     import jsonschema

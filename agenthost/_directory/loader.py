@@ -31,14 +31,14 @@ from typing import Any
 import importlib_metadata
 from loguru import logger
 
-from agenthost._decorator import tool_options
-from agenthost._definition import ToolDefinition
+from agenthost._authoring.decorator import tool_options
+from agenthost._authoring.definition import ToolDefinition
+from agenthost._common.text import exception_text, printable, type_name
+from agenthost._directory.namespace import Namespace
+from agenthost._directory.scan import Source, read_source
+from agenthost._directory.wheel import ENTRY_POINT_GROUP, Wheel, WheelError, open_wheel
 from agenthost._errors import DefinitionProblem, ToolDefinitionError
-from agenthost._namespace import Namespace
-from agenthost._providers import refused_names
-from agenthost._scan import Source, read_source
-from agenthost._text import exception_text, printable, type_name
-from agenthost._wheel import ENTRY_POINT_GROUP, Wheel, WheelError, open_wheel
+from agenthost._providers.compatibility import refused_names
 
 __all__ = [
     "HOOK_TIMEOUT",

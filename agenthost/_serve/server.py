@@ -13,7 +13,7 @@ Calls go through :meth:`PluginHost.aexecute` as the session :data:`SESSION`
 timeouts and version pinning all apply; every failure is a result with
 ``isError: true``, never a protocol error. Tools whose permissions are not
 granted, and ``definition_only`` tools, are not listed. Over HTTP a bearer token
-names the caller (see :mod:`agenthost._mcp_http`), so each caller gets its own list.
+names the caller (see :mod:`agenthost._serve.http`), so each caller gets its own list.
 """
 
 from __future__ import annotations
@@ -36,10 +36,11 @@ from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from agenthost._exporters import to_mcp
+from agenthost._calls.results import ToolResult
+from agenthost._directory.registry import RegistryChange, ToolInfo
 from agenthost._host import PluginHost
-from agenthost._registry import RegistryChange, ToolInfo
-from agenthost._results import ToolResult
+from agenthost._providers.exporters import to_mcp
+from agenthost._version import __version__
 
 __all__ = ["SESSION", "McpServer"]
 
@@ -70,8 +71,6 @@ class McpServer:
     """An MCP server over a :class:`PluginHost` whose tool list follows the registry."""
 
     def __init__(self, host: PluginHost, *, grants: Iterable[str] = ()) -> None:
-        from agenthost import __version__
-
         self.host = host
         grants = tuple(grants)
         if grants:

@@ -44,13 +44,13 @@ from typing import Annotated, Any, Literal, Optional
 from loguru import logger
 from pydantic import Field
 
-from agenthost._context import current_context
-from agenthost._definition import ToolDefinition
+from agenthost._authoring.context import current_context
+from agenthost._authoring.definition import ToolDefinition
+from agenthost._calls.results import Prerendered
+from agenthost._common.frozen import freeze, thaw
+from agenthost._directory.loader import LoadFailure, PluginVersion
+from agenthost._directory.scan import Source
 from agenthost._errors import DefinitionProblem, ToolDefinitionError
-from agenthost._frozen import freeze, thaw
-from agenthost._loader import LoadFailure, PluginVersion
-from agenthost._results import Prerendered
-from agenthost._scan import Source
 
 __all__ = [
     "Isolation",
@@ -197,7 +197,7 @@ _SPARES = _Spares()
 atexit.register(_SPARES.clear)  # spares hang up and exit with the host
 _BOOT = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
-    "from agenthost._worker import run; run(int(sys.argv[2]))"
+    "from agenthost._isolation.worker import run; run(int(sys.argv[2]))"
 )
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agenthost._definition import ToolDefinition
+    from agenthost._authoring.definition import ToolDefinition
 
 __all__ = ["SEARCH_TOOL", "ToolIndex", "tokens"]
 

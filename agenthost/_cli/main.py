@@ -19,12 +19,13 @@ from typing import Any, TextIO
 
 from loguru import logger
 
-from agenthost._exporters import FORMATS, STRICT_FORMATS
+from agenthost._directory.loader import LoadFailure, PluginVersion, load_source
+from agenthost._directory.registry import PluginEvent, PluginInfo
+from agenthost._directory.scan import not_loaded, source_at
 from agenthost._host import PluginHost
-from agenthost._loader import LoadFailure, PluginVersion, load_source
-from agenthost._providers import PROVIDERS, Finding, check_compatibility
-from agenthost._registry import PluginEvent, PluginInfo
-from agenthost._scan import not_loaded, source_at
+from agenthost._providers.compatibility import PROVIDERS, Finding, check_compatibility
+from agenthost._providers.exporters import FORMATS, STRICT_FORMATS
+from agenthost._version import __version__
 
 __all__ = ["main"]
 
@@ -82,8 +83,6 @@ def on_unload() -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from agenthost import __version__
-
     parser = argparse.ArgumentParser(
         prog="agenthost", description="Host AI-agent tools from a hot-reloaded plugin directory."
     )
@@ -285,8 +284,7 @@ Clients send it as the header  Authorization: Bearer <token>
 
 def _serve(args: argparse.Namespace) -> int:
     try:
-        from agenthost._mcp import McpServer
-        from agenthost._mcp_http import (
+        from agenthost._serve.http import (
             TokenError,
             is_loopback,
             load_tokens,
@@ -294,6 +292,7 @@ def _serve(args: argparse.Namespace) -> int:
             readable_by_others,
             serve_http,
         )
+        from agenthost._serve.server import McpServer
     except ImportError:
         print(
             "agenthost serve needs the MCP SDK: pip install 'agenthost[mcp]'",

@@ -34,7 +34,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agenthost._mcp import McpServer
+from agenthost._serve.server import McpServer
 
 __all__ = ["Caller", "TokenError", "is_loopback", "load_tokens", "parse_address", "serve_http"]
 

@@ -21,11 +21,11 @@ from typing import Any, Literal
 
 from loguru import logger
 
-from agenthost._definition import ToolDefinition
+from agenthost._authoring.definition import ToolDefinition
+from agenthost._authoring.schema import breaking_changes
+from agenthost._directory.loader import LoadFailure, PluginVersion
+from agenthost._directory.scan import Source
 from agenthost._errors import ToolConflictError, ToolDefinitionError
-from agenthost._loader import LoadFailure, PluginVersion
-from agenthost._scan import Source
-from agenthost._schema import breaking_changes
 
 __all__ = [
     "HOST",

@@ -27,14 +27,14 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from agenthost._context import ToolContext, _current
-from agenthost._definition import ToolDefinition
+from agenthost._authoring.context import ToolContext, _current
+from agenthost._authoring.definition import ToolDefinition
+from agenthost._calls.results import render
+from agenthost._common.masking import jsonable
+from agenthost._common.text import exception_text, type_name
+from agenthost._directory.loader import LoadFailure, PluginVersion, load_source
+from agenthost._directory.scan import Source
 from agenthost._errors import InvalidArgumentsError
-from agenthost._loader import LoadFailure, PluginVersion, load_source
-from agenthost._masking import jsonable
-from agenthost._results import render
-from agenthost._scan import Source
-from agenthost._text import exception_text, type_name
 
 __all__ = ["main", "run"]
 

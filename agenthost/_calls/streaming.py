@@ -16,10 +16,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterat
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from agenthost._context import _sink
-from agenthost._results import ToolResult
-from agenthost._toolcalls import Call, read_call
-from agenthost._workers import LoopThread, WorkerPool
+from agenthost._authoring.context import _sink
+from agenthost._calls.reading import Call, read_call
+from agenthost._calls.results import ToolResult
+from agenthost._calls.workers import LoopThread, WorkerPool
 
 __all__ = ["StreamEvent", "Streaming"]
 

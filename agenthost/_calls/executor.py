@@ -47,20 +47,20 @@ from typing import Any
 
 from loguru import logger
 
-from agenthost._context import ToolContext, _current, _sink
-from agenthost._definition import ToolDefinition
+from agenthost._authoring.context import ToolContext, _current, _sink
+from agenthost._authoring.definition import ToolDefinition
+from agenthost._calls.interceptors import Interceptor, as_interceptor
+from agenthost._calls.metrics import Metrics
+from agenthost._calls.permissions import Permissions
+from agenthost._calls.reading import Call, read_call
+from agenthost._calls.results import ToolResult, render
+from agenthost._calls.streaming import Streaming
+from agenthost._calls.workers import LoopThread, WorkerPool
+from agenthost._common.masking import jsonable, redact, secret_values
+from agenthost._common.text import describe, exception_text, type_name
+from agenthost._directory.registry import Entry, Registry, Snapshot, ToolInfo
+from agenthost._directory.scan import defines
 from agenthost._errors import InvalidArgumentsError
-from agenthost._interceptors import Interceptor, as_interceptor
-from agenthost._masking import jsonable, redact, secret_values
-from agenthost._metrics import Metrics
-from agenthost._permissions import Permissions
-from agenthost._registry import Entry, Registry, Snapshot, ToolInfo
-from agenthost._results import ToolResult, render
-from agenthost._scan import defines
-from agenthost._streaming import Streaming
-from agenthost._text import describe, exception_text, type_name
-from agenthost._toolcalls import Call, read_call
-from agenthost._workers import LoopThread, WorkerPool
 
 __all__ = ["Executor"]
 

@@ -15,12 +15,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agenthost._decorator import ToolOptions, tool_options
-from agenthost._errors import DefinitionProblem, InvalidArgumentsError, ToolDefinitionError
-from agenthost._frozen import freeze
-from agenthost._providers import NAME_PATTERN, NAME_RULE
-from agenthost._schema import canonicalize
-from agenthost._signature import (
+from agenthost._authoring.decorator import ToolOptions, tool_options
+from agenthost._authoring.schema import canonicalize
+from agenthost._authoring.signature import (
     Signature,
     ToolKind,
     analyse,
@@ -29,13 +26,16 @@ from agenthost._signature import (
     parameter_lines,
     source_of,
 )
-from agenthost._validation import (
+from agenthost._authoring.validation import (
     ArgumentValidator,
     JsonSchemaArgumentValidator,
     PydanticArgumentValidator,
     RawArguments,
     SimpleArgumentValidator,
 )
+from agenthost._common.frozen import freeze
+from agenthost._errors import DefinitionProblem, InvalidArgumentsError, ToolDefinitionError
+from agenthost._providers.compatibility import NAME_PATTERN, NAME_RULE
 
 __all__ = ["ToolDefinition", "ToolHints"]
 

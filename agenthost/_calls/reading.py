@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agenthost._results import ToolResult
-from agenthost._text import exception_text, type_name
+from agenthost._calls.results import ToolResult
+from agenthost._common.text import exception_text, type_name
 
 __all__ = ["Call", "read_call"]
 

@@ -42,11 +42,17 @@ from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import CoreConfig, PydanticCustomError, PydanticUndefined, SchemaValidator
 from pydantic_core import core_schema as cs
 
-from agenthost._context import ToolContext
+from agenthost._authoring.context import ToolContext
+from agenthost._authoring.formats import (
+    CHECKS,
+    DECIMAL_PATTERN,
+    DURATION_PATTERN,
+    MESSAGES,
+    url_pattern,
+)
+from agenthost._authoring.schema import canonicalize
+from agenthost._authoring.simple_schema import simple_schema
 from agenthost._errors import DefinitionProblem
-from agenthost._formats import CHECKS, DECIMAL_PATTERN, DURATION_PATTERN, MESSAGES, url_pattern
-from agenthost._schema import canonicalize
-from agenthost._simple_schema import simple_schema
 
 __all__ = ["Signature", "ToolKind", "analyse", "build_input", "build_output", "source_of"]
 

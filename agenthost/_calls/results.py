@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 import pydantic_core
 
-from agenthost._text import printable, utf8
+from agenthost._common.text import printable, utf8
 
 __all__ = [
     "ErrorCode",

@@ -7,7 +7,7 @@ provider's own rules on top. Results are frozen and cached on the definition,
 so listing thousands of tools again costs a dictionary lookup per tool.
 
 The converters also return *notes* (what was lost or will be rejected); the
-exporters drop them and :mod:`agenthost._providers` turns them into findings.
+exporters drop them and :mod:`agenthost._providers.compatibility` turns them into findings.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from agenthost._frozen import freeze
-from agenthost._schema import admits_null, recursive_definitions, ref_name
+from agenthost._authoring.schema import admits_null, recursive_definitions, ref_name
+from agenthost._common.frozen import freeze
 
 if TYPE_CHECKING:
-    from agenthost._definition import ToolDefinition
+    from agenthost._authoring.definition import ToolDefinition
 
 __all__ = [
     "DEFERRABLE",

@@ -1,0 +1,7 @@
+"""Serving over MCP: the live tool set to MCP clients, on the official SDK.
+
+The MCP server over a ``PluginHost`` and its streamable HTTP transport with
+bearer tokens.
+
+May import: _errors, _common, _providers, _directory, _calls, _host.
+"""

@@ -1,0 +1,3 @@
+"""The package version, in one place: the package metadata and ``--version`` read it here."""
+
+__version__ = "0.1.0"
