@@ -10,6 +10,8 @@ is never raised out of the executor.
      ├── InvalidArgumentsError    a call's arguments do not match the tool's schema
      ├── ToolConflictError        the host registered a name someone already owns
      └── WheelError               a wheel cannot be used as a plugin (unsafe, corrupt, ...)
+
+May import: nothing.
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""``PluginHost``: the plugin directory, the live registry and the watcher, in one object."""
+"""``PluginHost``: the plugin directory, the live registry and the watcher, in one object.
+
+It wires the rooms together and owns none of their work: loading is the
+directory's, running a call is the executor's, worker processes are isolation's.
+
+May import: _errors, _common, _authoring, _providers, _directory, _calls, _isolation.
+"""
 
 from __future__ import annotations
 

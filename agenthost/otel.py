@@ -4,6 +4,8 @@
 named ``tool.<name>`` carrying the call id, plugin, version, session and the
 arguments with secrets masked (plus the GenAI semantic-convention attributes),
 and marks failed calls with status ERROR and their error code.
+
+May import: _common, _authoring, _calls.
 """
 
 from __future__ import annotations

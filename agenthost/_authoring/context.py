@@ -12,18 +12,17 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from agenthost._authoring.definition import ToolDefinition
+from agenthost._authoring.injected import Injected
 from agenthost._common.masking import jsonable, mask_secrets
-
-if TYPE_CHECKING:
-    from agenthost._authoring.definition import ToolDefinition
 
 __all__ = ["ToolContext", "current_context"]
 
 
 @dataclass(slots=True, eq=False, repr=False)
-class ToolContext:
+class ToolContext(Injected):
     """Everything known about one tool call while it runs.
 
     ``attributes`` is a free-form dict that interceptors use to pass values to

@@ -35,10 +35,14 @@ from agenthost._authoring.validation import (
 )
 from agenthost._common.frozen import freeze
 from agenthost._errors import DefinitionProblem, InvalidArgumentsError, ToolDefinitionError
-from agenthost._providers.compatibility import NAME_PATTERN, NAME_RULE
 
-__all__ = ["ToolDefinition", "ToolHints"]
+__all__ = ["NAME_PATTERN", "NAME_RULE", "ToolDefinition", "ToolHints"]
 
+# The host's own rule for tool names: what OpenAI and Anthropic accept, so a name that
+# passes it only needs a look at Gemini's first character, and MCP never refuses it. Each
+# provider's own rule is checked by agenthost._providers.compatibility.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+NAME_RULE = "1-64 letters, digits, '_' or '-'"
 _PERMISSION_PATTERN = re.compile(r"[A-Za-z0-9_.:*-]+")
 
 

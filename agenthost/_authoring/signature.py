@@ -42,7 +42,6 @@ from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import CoreConfig, PydanticCustomError, PydanticUndefined, SchemaValidator
 from pydantic_core import core_schema as cs
 
-from agenthost._authoring.context import ToolContext
 from agenthost._authoring.formats import (
     CHECKS,
     DECIMAL_PATTERN,
@@ -50,6 +49,7 @@ from agenthost._authoring.formats import (
     MESSAGES,
     url_pattern,
 )
+from agenthost._authoring.injected import Injected
 from agenthost._authoring.schema import canonicalize
 from agenthost._authoring.simple_schema import simple_schema
 from agenthost._errors import DefinitionProblem
@@ -397,7 +397,11 @@ def _union_args(annotation: Any) -> tuple[Any, ...]:
 
 def _is_context(annotation: Any) -> bool:
     members = [a for a in _union_args(annotation) if a not in _NONE_TYPES]
-    return len(members) == 1 and members[0] is ToolContext
+    return len(members) == 1 and _injected(members[0])
+
+
+def _injected(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, Injected)
 
 
 def _admits_none(annotation: Any) -> bool:
@@ -415,7 +419,7 @@ def _type_problems(annotation: Any) -> list[str]:
     stack = [annotation]
     while stack:
         node = _strip_annotated(stack.pop())
-        if node is ToolContext:
+        if _injected(node):
             found.append("ToolContext can only be the whole annotation of its own parameter")
             continue
         origin = typing.get_origin(node)

@@ -1,4 +1,4 @@
-"""What each LLM provider accepts: tool-name rules and per-tool compatibility findings.
+"""What each LLM provider accepts: its tool-name rule and per-tool compatibility findings.
 
 A tool can be a perfectly good Python tool and still break one provider: a
 name Gemini refuses, a dict parameter Gemini's schema subset cannot express, a
@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+from agenthost._authoring.definition import ToolDefinition
 from agenthost._providers.exporters import (
     Note,
     anthropic_strict_schema,
@@ -21,12 +22,7 @@ from agenthost._providers.exporters import (
     strict_schema,
 )
 
-if TYPE_CHECKING:
-    from agenthost._authoring.definition import ToolDefinition
-
 __all__ = [
-    "NAME_PATTERN",
-    "NAME_RULE",
     "NAME_RULES",
     "PROVIDERS",
     "Finding",
@@ -47,10 +43,6 @@ NAME_RULES: dict[Provider, tuple[re.Pattern[str], str]] = {
     ),
     "mcp": (re.compile(r"[a-zA-Z0-9_.-]{1,128}"), "1-128 of a-z A-Z 0-9 _ . -"),
 }
-# The host's own rule: what OpenAI and Anthropic accept, so a name that passes it only
-# needs a look at Gemini's first character and MCP never refuses it.
-NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
-NAME_RULE = "1-64 letters, digits, '_' or '-'"
 _GEMINI_PARAMETER = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]{0,63}")
 
 

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from agenthost._authoring.definition import ToolDefinition
 from agenthost._authoring.schema import admits_null, recursive_definitions, ref_name
 from agenthost._common.frozen import freeze
-
-if TYPE_CHECKING:
-    from agenthost._authoring.definition import ToolDefinition
 
 __all__ = [
     "DEFERRABLE",

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from agenthost._authoring.definition import ToolDefinition
+from agenthost._authoring.definition import ToolDefinition
 
 __all__ = ["SEARCH_TOOL", "ToolIndex", "tokens"]
 

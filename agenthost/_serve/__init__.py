@@ -3,5 +3,5 @@
 The MCP server over a ``PluginHost`` and its streamable HTTP transport with
 bearer tokens.
 
-May import: _errors, _common, _providers, _directory, _calls, _host.
+May import: _errors, _version, _common, _providers, _directory, _calls, _host.
 """
