@@ -393,10 +393,8 @@ class PluginHost:
         is whose permissions apply; ``timeout`` overrides the tool's own limit;
         ``interceptors`` wrap this call only, inside the host-wide ones.
         """
-        return self._executor.execute(
-            name, arguments, session=session, timeout=timeout,
-            interceptors=interceptors, call_id=call_id,
-        )  # fmt: skip
+        # positional: a call with keywords costs more, and this is every call's path
+        return self._executor.execute(name, arguments, session, timeout, interceptors, call_id)
 
     async def aexecute(
         self,
@@ -409,10 +407,10 @@ class PluginHost:
         call_id: str | None = None,
     ) -> ToolResult:
         """:meth:`execute` on the running event loop (sync tools run in worker threads)."""
+        # positional: a call with keywords costs more, and this is every call's path
         return await self._executor.aexecute(
-            name, arguments, session=session, timeout=timeout,
-            interceptors=interceptors, call_id=call_id,
-        )  # fmt: skip
+            name, arguments, session, timeout, interceptors, call_id
+        )
 
     def execute_many(
         self,

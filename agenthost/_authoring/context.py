@@ -37,7 +37,7 @@ class ToolContext(Injected):
     attributes: dict[str, Any] = field(default_factory=dict)
     plugin: str | None = None
     version: str | None = None
-    _owner: Any = field(default=None, repr=False)  # the PluginVersion the call runs on
+    _entry: Any = field(default=None, repr=False)  # the registry entry the call runs on
     _sink: Callable[[str], None] | None = field(default=None, repr=False)  # streamed output
 
     @property

@@ -33,7 +33,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, final
 
 import pydantic_core
 
@@ -73,6 +73,7 @@ class ToolError:
         return {"code": self.code, "message": self.message, "details": dict(self.details)}
 
 
+@final  # never subclassed, so the executor may tell it apart with ``type(x) is ToolResult``
 @dataclass(slots=True)
 class ToolResult:
     """The outcome of one call; ``execute`` always returns one and never raises.
