@@ -374,8 +374,8 @@ class PluginHost:
         return undo
 
     # --- calls -------------------------------------------------------------------------------
-    # Each is the executor's, which owns how a call runs (see _executor); streams are its
-    # collaborator's (see _streaming).
+    # Each is the executor's, which owns how a call runs (see _calls.executor); streams are
+    # its collaborator's (see _calls.streaming).
 
     def execute(
         self,

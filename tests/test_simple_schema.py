@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from pydantic import Field
 
 from agenthost import InvalidArgumentsError, ToolDefinition, tool
-from agenthost._authoring.signature import Built, build_input
 from agenthost._authoring.simple_schema import simple_schema
+from agenthost._authoring.typeschema import Built, build_input
 from agenthost._authoring.validation import PydanticArgumentValidator, SimpleArgumentValidator
 
 SIMPLE: list[Any] = [

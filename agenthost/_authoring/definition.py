@@ -21,11 +21,10 @@ from agenthost._authoring.signature import (
     Signature,
     ToolKind,
     analyse,
-    build_input,
-    build_output,
     parameter_lines,
     source_of,
 )
+from agenthost._authoring.typeschema import build_input, build_output
 from agenthost._authoring.validation import (
     ArgumentValidator,
     JsonSchemaArgumentValidator,

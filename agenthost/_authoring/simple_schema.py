@@ -8,7 +8,7 @@ host loads thousands of tools. Anything else (models, enums, dataclasses,
 datetimes, constraints...) returns None and goes through pydantic.
 
 The validator these builders make reads the *parsed* JSON object (see
-``_validation``), strictly, except that a JSON array may fill a set or tuple.
+``validation``), strictly, except that a JSON array may fill a set or tuple.
 Tests assert that, for every type handled here, the schema is identical to
 the one pydantic generates and that both validators accept the same inputs.
 """

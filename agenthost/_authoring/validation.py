@@ -9,7 +9,7 @@ passed by Python code is written as JSON text first and read the same way.
 
 Then the tool's compiled pydantic-core validator checks the value in strict
 mode (no ``"1"`` for an integer, no ``1`` for a boolean), which accepts what
-the published schema accepts. Simple signatures (see ``_simple_schema``) validate
+the published schema accepts. Simple signatures (see ``simple_schema``) validate
 the parsed value directly; others validate the JSON text, which pydantic's
 datetime and model parsing need.
 
@@ -169,7 +169,7 @@ class PydanticArgumentValidator(ArgumentValidator):
 
     It validates the JSON text in strict JSON mode. ``recheck=True``: some
     positions sit inside pydantic models, which validate with their own rules
-    (see ``_signature._guarded``), so accepted values are also checked against
+    (see ``guards``), so accepted values are also checked against
     the schema with ``jsonschema``.
     """
 
@@ -265,7 +265,7 @@ class PydanticArgumentValidator(ArgumentValidator):
 
 
 class SimpleArgumentValidator(PydanticArgumentValidator):
-    """For simple signatures (see ``_simple_schema``): validates the parsed value itself.
+    """For simple signatures (see ``simple_schema``): validates the parsed value itself.
 
     Its schema is a strict typed dict that reads parsed JSON values exactly as
     strict JSON mode reads the text, so the text is parsed once, by the strict
