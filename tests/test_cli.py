@@ -543,27 +543,27 @@ def test_status_words_are_coloured_on_a_terminal_only(
     plugin_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from agenthost import PluginEvent
-    from agenthost._cli.main import _text_event
+    from agenthost._cli.events import text_event
 
     event = PluginEvent("failed", "math_tools", str(plugin_dir / "m.py"), message="boom")
     terminal = _Terminal()
     monkeypatch.delenv("NO_COLOR", raising=False)
-    _text_event(event, terminal)
+    text_event(event, terminal)
     assert "\033[31mfailed  \033[0m math_tools" in terminal.getvalue()
     monkeypatch.setenv("NO_COLOR", "1")
     plain = _Terminal()
-    _text_event(event, plain)
+    text_event(event, plain)
     assert "\033[" not in plain.getvalue()
     assert "failed   math_tools" in plain.getvalue()
 
 
 def test_a_conflict_loser_is_told_how_to_fix_it(plugin_dir: Path) -> None:
     from agenthost import PluginEvent
-    from agenthost._cli.main import _text_event
+    from agenthost._cli.events import text_event
 
     out = io.StringIO()
     message = "tool 'search' is owned by plugin 'alpha' (plugins/alpha.py)"
-    _text_event(PluginEvent("conflict", "beta", str(plugin_dir / "beta.py"), message=message), out)
+    text_event(PluginEvent("conflict", "beta", str(plugin_dir / "beta.py"), message=message), out)
     assert (
         out.getvalue().rstrip().endswith(f"{message}; give yours another name with @tool(name=...)")
     )
@@ -571,12 +571,12 @@ def test_a_conflict_loser_is_told_how_to_fix_it(plugin_dir: Path) -> None:
 
 def test_the_start_up_summary_counts_failures(plugin_dir: Path) -> None:
     from agenthost import PluginHost
-    from agenthost._cli.main import _summary
+    from agenthost._cli.events import summary
 
     write(plugin_dir / "math_tools.py", GOOD)
     write(plugin_dir / "broken.py", "raise RuntimeError('no')\n")
     with PluginHost(plugin_dir, installed=False) as host:
-        assert _summary(host) == "ready: 2 plugins, 1 tool, 1 failed (broken)"
+        assert summary(host) == "ready: 2 plugins, 1 tool, 1 failed (broken)"
 
 
 def test_schema_strict_without_a_strict_mode_says_so(

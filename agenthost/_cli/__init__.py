@@ -1,4 +1,4 @@
 """The ``agenthost`` command line: one module per command, over ``PluginHost``.
 
-May import: _errors, _version, _common, _providers, _directory, _host, _serve.
+May import: _errors, _version, _common, _providers, _directory, _calls, _host, _serve.
 """

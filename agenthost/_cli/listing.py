@@ -1,0 +1,101 @@
+"""``agenthost list``: load a directory and list its plugins and tools, or print them as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agenthost._cli.arguments import add_command, count, directory, isolation
+from agenthost._directory.registry import PluginInfo, ToolInfo
+from agenthost._host import PluginHost
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sub = add_command(
+        commands, "list", run, needs_directory=True,
+        help="load a directory and list its plugins and tools",
+    )  # fmt: skip
+    directory(sub)
+    sub.add_argument("--json", action="store_true", help="print JSON")
+    isolation(sub)
+
+
+def run(args: argparse.Namespace) -> int:
+    with PluginHost(args.dir, isolation=args.isolation) as host:
+        plugins, tools = host.plugins(), host.tools()
+        runs = {p.path: _runs_in(p) for p in plugins}  # while the workers are still there
+        records = [{**_plugin_record(p, tools), **_worker_record(p)} for p in plugins]
+    if args.json:
+        print(json.dumps(records, indent=2, default=str))
+    elif not plugins:
+        print(f"no plugins in {Path(args.dir).absolute()}")
+    else:
+        _print_table(plugins, runs)
+        _print_notes(plugins)
+    return 0
+
+
+def _print_table(plugins: Sequence[PluginInfo], runs: dict[str, str]) -> None:
+    rows = [("PLUGIN", "VERSION", "STATUS", "TOOLS", "RUNS IN", "PATH")]
+    rows += [
+        (p.name, p.version or "-", p.status, ", ".join(p.tools) or "-", runs[p.path], p.path)
+        for p in plugins
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        print("  ".join([*cells, row[5]]))
+
+
+def _print_notes(plugins: Sequence[PluginInfo]) -> None:
+    """What is wrong with each plugin, not only its status word."""
+    for plugin in plugins:
+        notes = [*([f"error: {plugin.error}"] if plugin.error else [])]
+        notes += [f"problem: {problem}" for problem in plugin.problems]
+        notes += [f"warning: {warning}" for warning in plugin.warnings]
+        if notes:
+            print(f"\n{plugin.name}:")
+            for note in notes:
+                print(f"  {note}")
+
+
+def _runs_in(plugin: PluginInfo) -> str:
+    worker = plugin.worker
+    if plugin.isolation != "process" or worker is None:
+        return plugin.isolation
+    return (
+        f"process (pid {worker.pid}, {worker.state}, {count(worker.calls, 'call')}, "
+        f"{count(worker.restarts, 'restart')})"
+    )
+
+
+def _worker_record(plugin: PluginInfo) -> dict[str, Any]:
+    worker = plugin.worker
+    state = None
+    if worker is not None:
+        state = {"state": worker.state, "pid": worker.pid, "calls": worker.calls,
+                 "restarts": worker.restarts, "last_exit": worker.last_exit}  # fmt: skip
+    return {"isolation": plugin.isolation, "worker": state}
+
+
+def _plugin_record(plugin: PluginInfo, tools: Sequence[ToolInfo]) -> dict[str, Any]:
+    return {
+        "name": plugin.name,
+        "version": plugin.version,
+        "status": plugin.status,
+        "error": plugin.error,
+        "path": plugin.path,
+        "kind": plugin.kind,
+        "problems": [error.as_dict() for error in plugin.definition_errors],
+        "warnings": list(plugin.warnings),
+        "tools": [
+            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+            for t in tools
+            if t.name in plugin.tools
+        ],
+    }

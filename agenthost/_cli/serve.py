@@ -1,0 +1,144 @@
+"""``agenthost serve``: the directory as an MCP server, over stdio or streamable HTTP.
+
+The MCP SDK is an extra, so the serving modules are imported only here, when
+the command runs: ``agenthost --help`` and every other command work without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import sys
+from pathlib import Path
+
+from agenthost._cli.arguments import add_command, directory, fail, isolation
+from agenthost._cli.events import text_event
+from agenthost._host import PluginHost
+
+__all__ = ["add_parser", "run"]
+
+EPILOG = """\
+stdio carries the protocol; plugin events and logs go to stderr.
+
+Claude Code:     claude mcp add tools -- agenthost serve /abs/path/plugins
+Claude Desktop (claude_desktop_config.json), Cursor (.cursor/mcp.json):
+  {"mcpServers": {"tools": {"command": "agenthost",
+                            "args": ["serve", "/abs/path/plugins"]}}}
+VS Code (.vscode/mcp.json):
+  {"servers": {"tools": {"type": "stdio", "command": "agenthost",
+                         "args": ["serve", "${workspaceFolder}/plugins"]}}}
+
+Over HTTP (agenthost serve plugins --http 8000):
+  {"mcpServers": {"tools": {"type": "http", "url": "http://127.0.0.1:8000/mcp"}}}
+  VS Code: {"servers": {"tools": {"type": "http", "url": "http://127.0.0.1:8000/mcp"}}}
+
+--tokens FILE maps each bearer token to a session name and its grants:
+  {"<token>": {"session": "alice", "grants": ["fs.read"]}}
+Clients send it as the header  Authorization: Bearer <token>
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sub = add_command(
+        commands, "serve", run, needs_directory=True,
+        help="serve the directory to MCP clients; the tool list follows every edit",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+    )  # fmt: skip
+    directory(sub)
+    isolation(sub)
+    sub.add_argument(
+        "--grant",
+        action="append",
+        default=[],
+        metavar="PERMISSION",
+        help="grant every caller a permission (repeatable); tools needing others are hidden",
+    )
+    sub.add_argument(
+        "--http",
+        metavar="[HOST:]PORT",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (host 127.0.0.1)",
+    )
+    sub.add_argument(
+        "--tokens",
+        metavar="FILE",
+        type=Path,
+        help="JSON file of bearer tokens, each with a session name and grants (HTTP only)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:  # before anything starts: without the SDK nothing below can work
+        import agenthost._serve.http  # noqa: F401
+    except ImportError:
+        print("agenthost serve needs the MCP SDK: pip install 'agenthost[mcp]'", file=sys.stderr)
+        return 2
+    if args.http is not None:
+        return _over_http(args)
+    if args.tokens is not None:
+        return fail("serve", "--tokens applies to HTTP: add --http [HOST:]PORT")
+    from agenthost._serve.server import McpServer
+
+    server = McpServer(_host(args), grants=args.grant)
+    _freeze_libraries()
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(server.serve_stdio())
+    return 0
+
+
+def _over_http(args: argparse.Namespace) -> int:
+    from agenthost._serve.http import (
+        TokenError,
+        is_loopback,
+        load_tokens,
+        parse_address,
+        readable_by_others,
+        serve_http,
+    )
+    from agenthost._serve.server import McpServer
+
+    try:
+        bind, port = parse_address(args.http)
+        tokens = load_tokens(args.tokens) if args.tokens is not None else None
+    except (ValueError, TokenError) as exc:
+        return fail("serve", str(exc))
+    if tokens is None and not is_loopback(bind):
+        return fail(
+            "serve",
+            f"refusing to serve {bind} without --tokens: anyone who can reach it could call "
+            "your tools. Bind 127.0.0.1, or pass --tokens FILE (see agenthost serve --help).",
+        )
+    if args.tokens is not None and readable_by_others(args.tokens):
+        print(f"warning: {args.tokens} is readable by other users (chmod 600 it)", file=sys.stderr)
+    host = _host(args)
+    server = McpServer(host, grants=args.grant)
+    for caller in (tokens or {}).values():
+        host.permissions.grant(caller.session, *args.grant, *caller.grants)
+
+    def ready(url: str) -> None:
+        who = f" for {len(tokens)} tokens" if tokens else ""
+        print(f"serving MCP at {url}{who} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+
+    _freeze_libraries()
+    try:
+        asyncio.run(serve_http(server, bind, port, tokens=tokens, ready=ready))
+    except OSError as exc:
+        return fail("serve", f"cannot listen on {args.http}: {exc.strerror or exc}")
+    print("stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+def _host(args: argparse.Namespace) -> PluginHost:
+    host = PluginHost(Path(args.dir), watch=True, isolation=args.isolation)
+    host.on_event(lambda event: text_event(event, sys.stderr))
+    return host
+
+
+def _freeze_libraries() -> None:
+    """Keep the collector from walking the loaded libraries on every full collection.
+
+    A 1,000-tool listing leaves enough garbage to trigger several. Plugins load
+    after this, so they stay collectable and replaced versions are still freed.
+    """
+    gc.freeze()
