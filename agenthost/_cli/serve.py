@@ -70,7 +70,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     try:  # before anything starts: without the SDK nothing below can work
-        import agenthost._serve.http  # noqa: F401
+        import agenthost._serve.http
+        import agenthost._serve.server  # noqa: F401
     except ImportError:
         print("agenthost serve needs the MCP SDK: pip install 'agenthost[mcp]'", file=sys.stderr)
         return 2
