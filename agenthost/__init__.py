@@ -38,7 +38,7 @@ from agenthost._errors import (
     WheelError,
 )
 from agenthost._host import PluginHost
-from agenthost._isolation.supervisor import WorkerOptions, WorkerState
+from agenthost._isolation.options import WorkerOptions, WorkerState
 from agenthost._providers.compatibility import Finding, check_compatibility
 from agenthost._providers.exporters import (
     FORMATS,

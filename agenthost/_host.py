@@ -48,13 +48,8 @@ from agenthost._directory.registry import (
 from agenthost._directory.scan import Source
 from agenthost._directory.watcher import ALL, Watcher, debounce_from
 from agenthost._directory.wheel import prune_cache
-from agenthost._isolation.supervisor import (
-    LEVELS,
-    Isolation,
-    WorkerOptions,
-    declared_isolation,
-    load_isolated,
-)
+from agenthost._isolation.options import LEVELS, Isolation, WorkerOptions, declared_isolation
+from agenthost._isolation.proxy import load_isolated
 from agenthost._providers.exporters import Format, export_tools
 from agenthost._providers.search import SEARCH_TOOL, ToolIndex
 

@@ -1,68 +1,41 @@
-"""Process isolation: a plugin version that lives in a worker process of its own.
+"""The host's side of a worker process: start it, route calls to it, restart or quarantine it.
 
-The host keeps the worker's tool definitions in its registry like any other:
-validation (against the published schema), permissions, interceptors and
-timeouts all happen in the host, and each tool's function is a proxy that sends
-the validated arguments to the worker and waits for its answer. What the
-worker does cannot reach the host: a crash, ``os._exit``, memory exhaustion or
-an endless loop ends the worker, and the calls it was running end with
-``tool_error``. A timeout kills the worker for real (the proxy is cancelled and
-stops it); the next call starts a fresh one. A worker that keeps crashing is
-quarantined until its plugin's files change.
-
-Workers come from interpreters started ahead of need that have already imported
-agenthost, so a new one costs the plugin's own import, not a fresh interpreter.
-(multiprocessing's fork server was tried and dropped: it re-imports the host's
-``__main__`` in every child.)
+A :class:`Supervisor` owns the worker of one plugin version. Calls are sent as
+JSON and their answers read by one reader thread per process; a call whose
+caller gives up (a timeout) stops the process for real, and the next call
+starts a fresh one. A crash ends the calls it was running with an error; a
+worker that keeps crashing is quarantined until its plugin's files change.
 """
 
 from __future__ import annotations
 
-import ast
 import asyncio
-import atexit
 import contextlib
 import functools
-import inspect
 import itertools
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Any
 
 from loguru import logger
-from pydantic import Field
 
 from agenthost._authoring.context import current_context
-from agenthost._authoring.definition import ToolDefinition
 from agenthost._calls.results import Prerendered
-from agenthost._common.frozen import freeze, thaw
-from agenthost._directory.loader import LoadFailure, PluginVersion
 from agenthost._directory.scan import Source
-from agenthost._errors import DefinitionProblem, ToolDefinitionError
+from agenthost._isolation.options import WorkerOptions, WorkerState
+from agenthost._isolation.processes import SPARES, hang_up, shut
 
-__all__ = [
-    "Isolation",
-    "WorkerOptions",
-    "WorkerState",
-    "declared_isolation",
-    "load_isolated",
-]
+__all__ = ["RemoteError", "Supervisor", "WorkerGone"]
 
-Isolation = Literal["in-process", "process"]
-LEVELS: tuple[Isolation, ...] = ("in-process", "process")
-DEFAULT_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
 _RESTART_WINDOW = 60.0  # seconds in which crashes are counted
 _SIGNALS = {
     signal.SIGKILL: "was killed (out of memory, or by someone else)",
@@ -71,74 +44,6 @@ _SIGNALS = {
     signal.SIGABRT: "aborted",
     signal.SIGBUS: "crashed (bus error)",
 }
-
-
-@dataclass(frozen=True)
-class WorkerOptions:
-    """Limits and settings of every worker process.
-
-    ``memory_mb`` (address space), ``cpu_seconds`` (CPU time, per worker
-    process), ``open_files``: resource limits; ``max_output``: the largest answer
-    (bytes of JSON) a call may send back; ``concurrency``: calls a worker runs at
-    once; ``import_timeout``: seconds the plugin's import may take; ``env``: the
-    environment variables a worker keeps (all others are removed);
-    ``max_crashes``: crashes within a minute before the worker is quarantined.
-    """
-
-    memory_mb: int | None = 2048
-    cpu_seconds: int | None = None
-    open_files: int | None = 256
-    max_output: int = 16 * 2**20
-    concurrency: int = 8
-    import_timeout: float = 30.0
-    env: tuple[str, ...] = DEFAULT_ENV
-    max_crashes: int = 5
-
-    def limits(self) -> dict[str, int]:
-        limits = {
-            "RLIMIT_AS": self.memory_mb * 2**20 if self.memory_mb else None,
-            "RLIMIT_CPU": self.cpu_seconds,
-            "RLIMIT_NOFILE": self.open_files,
-        }
-        return {name: value for name, value in limits.items() if value is not None}
-
-
-@dataclass
-class WorkerState:
-    """What ``agenthost list`` shows of an isolated plugin's worker (a live view)."""
-
-    state: Literal["starting", "running", "stopped", "quarantined"] = "starting"
-    pid: int | None = None
-    calls: int = 0
-    restarts: int = 0
-    last_exit: str = ""
-    crashes: list[float] = field(default_factory=list, repr=False)
-
-
-def declared_isolation(source: Source) -> Isolation | None:
-    """The level a module or package asks for with ``__agenthost_isolation__ = "process"``.
-
-    Read from the source text without running it: the point of asking is that
-    the host should not import the plugin itself.
-    """
-    path = source.path / "__init__.py" if source.kind == "package" else source.path
-    if source.kind not in ("module", "package"):
-        return None
-    try:
-        tree = ast.parse(path.read_bytes())
-    except (OSError, SyntaxError, ValueError):
-        return None
-    for node in tree.body:
-        if (
-            isinstance(node, ast.Assign)
-            and any(
-                isinstance(t, ast.Name) and t.id == "__agenthost_isolation__" for t in node.targets
-            )
-            and isinstance(node.value, ast.Constant)
-            and node.value.value in LEVELS
-        ):
-            return node.value.value
-    return None
 
 
 class RemoteError(Exception):
@@ -154,96 +59,6 @@ def _remote_error(name: str) -> type[RemoteError]:
 
 class WorkerGone(Exception):
     """The worker ended (or was stopped) while the call ran."""
-
-
-class _Spares:
-    """Worker processes started ahead of need, agenthost already imported, waiting for a
-    plugin: taking one costs a message, not an interpreter start."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._ready: list[tuple[subprocess.Popen[bytes], Connection]] = []
-        self._env: dict[str, str] = {}
-
-    def take(self, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Connection]:
-        stale: list[tuple[subprocess.Popen[bytes], Connection]] = []
-        with self._lock:
-            if env != self._env:  # spares started for another environment are no use
-                stale, self._ready, self._env = self._ready, [], env
-            spare = self._ready.pop() if self._ready else None
-        for process, conn in stale:
-            _discard(process, conn)
-        if spare is None or spare[0].poll() is not None:
-            spare = _start(env)
-        threading.Thread(target=self._refill, args=(env,), daemon=True).start()
-        return spare
-
-    def _refill(self, env: dict[str, str]) -> None:
-        started = _start(env)
-        with self._lock:
-            if env == self._env and not self._ready:
-                self._ready.append(started)
-                return
-        _discard(*started)
-
-    def clear(self) -> None:
-        with self._lock:
-            ready, self._ready = self._ready, []
-        for process, conn in ready:
-            _discard(process, conn)
-
-
-_SPARES = _Spares()
-atexit.register(_SPARES.clear)  # spares hang up and exit with the host
-_BOOT = (
-    "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
-    "from agenthost._isolation.worker import run; run(int(sys.argv[2]))"
-)
-
-
-def _start(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Connection]:
-    """A fresh interpreter with agenthost imported, holding only its end of the channel."""
-    ours, theirs = socket.socketpair()
-    try:
-        process = subprocess.Popen(
-            [sys.executable, "-I", "-c", _BOOT, json.dumps(sys.path), str(theirs.fileno())],
-            pass_fds=[theirs.fileno()],
-            stdin=subprocess.DEVNULL,
-            stdout=2,  # never the host's stdout (the MCP protocol may live there)
-            env=env,
-            cwd=tempfile.gettempdir(),
-            start_new_session=True,  # a Ctrl-C for the host is the host's to handle
-        )
-    finally:
-        theirs.close()
-    return process, Connection(ours.detach())
-
-
-def _shut(conn: Connection) -> None:
-    """End the channel for both sides at once, even with a read in progress, without
-    closing the descriptor: only the thread reading it may close it, or a new channel
-    could take its number while the old reader still reads from it."""
-    with contextlib.suppress(OSError, ValueError):
-        sock = socket.socket(fileno=conn.fileno())
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        finally:
-            sock.detach()
-
-
-def _hang_up(conn: Connection) -> None:
-    """End and close a channel nobody else reads."""
-    _shut(conn)
-    conn.close()
-
-
-def _discard(process: subprocess.Popen[bytes], conn: Connection) -> None:
-    _hang_up(conn)
-    try:
-        process.wait(2)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(5)
 
 
 class _Run:
@@ -281,7 +96,7 @@ class _Run:
             waiter.deliver(("done", None))
 
 
-class Worker:
+class Supervisor:
     """The worker process of one plugin version, replaced when it dies."""
 
     def __init__(
@@ -324,7 +139,7 @@ class Worker:
         """A new process for this worker (call with the lock held)."""
         self.status.state = "starting"
         cwd = tempfile.mkdtemp(prefix="agenthost-worker-")
-        process, conn = _SPARES.take(self._env)
+        process, conn = SPARES.take(self._env)
         conn.send_bytes(json.dumps({**self._config, "cwd": cwd}).encode())
         run = self._run = _Run(process, conn, cwd)
         self.status.pid = process.pid
@@ -342,7 +157,7 @@ class Worker:
             run, self._run = self._run, None
         if run is None:
             return
-        _shut(run.conn)  # the reader sees the end and closes the channel
+        shut(run.conn)  # the reader sees the end and closes the channel
         try:
             run.process.wait(2)
         except subprocess.TimeoutExpired:
@@ -421,7 +236,7 @@ class Worker:
                 self._run = None
             pending, run.pending = run.pending, {}
             crashed = current and not self._closed and not run.stopping
-        _hang_up(run.conn)
+        hang_up(run.conn)
         shutil.rmtree(run.cwd, ignore_errors=True)
         if run.stopping:
             reason = f"was stopped ({run.stopping})"
@@ -480,7 +295,7 @@ class Worker:
                 logger.warning("stopping worker {} of {}: call {} timed out",
                                run.process.pid, self.source.key, tool)  # fmt: skip
                 run.process.terminate()
-                _shut(run.conn)  # its reader sees the end now and kills it if it lingers
+                shut(run.conn)  # its reader sees the end now and kills it if it lingers
             raise
         if kind == "gone":
             raise WorkerGone(payload)
@@ -522,7 +337,7 @@ class Worker:
             except asyncio.TimeoutError:
                 if self._detach(run, "it did not load the plugin again in time"):
                     run.process.terminate()
-                    _shut(run.conn)
+                    shut(run.conn)
         if not run.ready or self._run is not run:
             raise WorkerGone("the restarted worker did not load the plugin again")
         return run
@@ -569,159 +384,3 @@ def _exit_reason(code: int | None) -> str:
         except ValueError:
             return f"was ended by signal {-code}"
     return f"exited with code {code}"
-
-
-def load_isolated(
-    source: Source,
-    cache_dir: Path,
-    content_hash: str,
-    *,
-    hook_timeout: float,
-    options: WorkerOptions,
-    on_quarantine: Callable[[], None] | None = None,
-) -> PluginVersion | LoadFailure:
-    """Load ``source`` in a new worker process; the version's tools are proxies to it.
-    ``on_quarantine`` is told when the worker is quarantined (to publish the status)."""
-    started = time.perf_counter()
-    worker = Worker(source, cache_dir, hook_timeout, options, on_quarantine)
-    hello = worker.start()
-    failed = hello.get("failed")
-    if failed is not None or "loaded" not in hello:
-        worker.stop()
-        failed = failed or {"message": f"the worker {worker.status.last_exit or 'ended'}"}
-        return LoadFailure(
-            failed.get("message") or "the worker failed to load the plugin",
-            failed.get("file") or str(source.path),
-            failed.get("line"),
-            failed.get("traceback") or "",
-        )
-    loaded = hello["loaded"]
-    definitions, errors = [], []
-    for described in loaded["tools"]:
-        try:
-            definitions.append(_proxy(worker, described))
-        except ToolDefinitionError as exc:
-            errors.append(exc)
-    errors += [_error(e) for e in loaded["errors"]]
-    return PluginVersion(
-        name=loaded["name"],
-        source=source,
-        version=loaded["version"],
-        content_hash=content_hash,
-        definitions=tuple(definitions),
-        definition_errors=tuple(errors),
-        warnings=tuple(loaded["warnings"]),
-        load_ms=(time.perf_counter() - started) * 1000,
-        unload_hooks=(worker.stop,),
-        isolation="process",
-        worker=worker.status,
-    )
-
-
-def _proxy(worker: Worker, described: dict[str, Any]) -> ToolDefinition:
-    """The host's definition of a worker's tool: same schema, a function that forwards.
-
-    Where the published schema is made of simple types, the proxy gets the
-    annotations that produce exactly that schema, so the host validates with the
-    same compiled validator (and the same messages) as for an in-process tool;
-    otherwise the schema itself is the validator (``jsonschema``).
-    """
-    name = described["name"]
-
-    async def proxy(**arguments: Any) -> Any:
-        return await worker.call(name, arguments)
-
-    options = {"name": name, "description": described["description"], **described["options"]}
-    definition = _typed(proxy, described["input_schema"], options)
-    if definition is None:
-        definition = ToolDefinition.from_schema(
-            name, described["input_schema"], function=proxy, **{
-                k: v for k, v in options.items() if k != "name"
-            }
-        )  # fmt: skip
-    output = described["output_schema"]
-    return replace(
-        definition,
-        output_schema=freeze(output) if output is not None else None,
-        file=described["file"],
-        line=described["line"],
-        warnings=tuple(described["warnings"]),
-    )
-
-
-def _typed(
-    proxy: Callable[..., Any], schema: Mapping[str, Any], options: dict[str, Any]
-) -> ToolDefinition | None:
-    if set(schema) - {"type", "properties", "required", "additionalProperties"}:
-        return None
-    required = set(schema.get("required") or ())
-    parameters, annotations = [], {}
-    for name, prop in (schema.get("properties") or {}).items():
-        annotation = _annotation(prop)
-        if annotation is None or not name.isidentifier():
-            return None
-        if isinstance(prop.get("description"), str):
-            annotation = Annotated[annotation, Field(description=prop["description"])]
-        if name not in required and "default" not in prop:
-            return None
-        default = inspect.Parameter.empty if name in required else prop["default"]
-        kind = inspect.Parameter.KEYWORD_ONLY
-        parameters.append(inspect.Parameter(name, kind, default=default))
-        annotations[name] = annotation
-    forward = _forwarding(proxy)
-    forward.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
-    forward.__annotations__ = annotations
-    try:
-        definition = ToolDefinition.from_function(forward, **options)
-    except ToolDefinitionError:
-        return None
-    return definition if thaw(definition.input_schema) == thaw(schema) else None
-
-
-def _forwarding(proxy: Callable[..., Any]) -> Callable[..., Any]:
-    async def forward(**arguments: Any) -> Any:
-        return await proxy(**arguments)
-
-    return forward
-
-
-def _annotation(prop: Mapping[str, Any]) -> Any:
-    """The Python type whose schema is ``prop`` (descriptions and defaults aside), if simple."""
-    extra = set(prop) - {"type", "description", "default", "enum", "items", "anyOf"}
-    if extra:
-        return None
-    variants = prop.get("anyOf")
-    if variants is not None:
-        others = [v for v in variants if v != {"type": "null"}]
-        if len(others) != 1 or len(variants) != 2:
-            return None
-        inner = _annotation(others[0])
-        return None if inner is None else Optional[inner]  # noqa: UP045 - built at run time
-    kind = prop.get("type")
-    if "enum" in prop:
-        values = prop["enum"]
-        if kind != "string" or not values or not all(isinstance(v, str) for v in values):
-            return None
-        return Literal[tuple(values)]
-    if kind == "array":
-        items = prop.get("items")
-        inner = _annotation(items) if isinstance(items, Mapping) else None
-        return None if inner is None else list[inner]  # type: ignore[valid-type]
-    return _SIMPLE.get(kind) if isinstance(kind, str) else None
-
-
-_SIMPLE: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool}
-
-
-def _error(described: dict[str, Any]) -> ToolDefinitionError:
-    problems = [
-        DefinitionProblem(p["message"], p.get("parameter"), p.get("line"))
-        for p in described.get("problems", [])
-    ]
-    return ToolDefinitionError(
-        function=described.get("function") or "?",
-        tool=described.get("tool"),
-        file=described.get("file"),
-        line=described.get("line"),
-        problems=problems,
-    )
