@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from typezoo import Color, Level, Options, Person, Point, Reading
 
 from agenthost import InvalidArgumentsError, ToolDefinition, thaw, tool
-from agenthost._providers.exporters import strict_schema
+from agenthost._providers.dialects import strict_schema
 
 
 def s_scalars(a: int, b: str = "x", ratio: float | None = None, flag: bool = False) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agenthost._authoring.definition import ToolDefinition
-from agenthost._providers.exporters import (
+from agenthost._providers.dialects import (
     Note,
     anthropic_strict_schema,
     gemini_schema,
