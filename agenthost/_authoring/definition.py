@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agenthost._authoring import options as check
 from agenthost._authoring.decorator import ToolOptions, tool_options
 from agenthost._authoring.schema import canonicalize
 from agenthost._authoring.signature import (
@@ -113,14 +113,7 @@ class ToolDefinition:
         ``overrides`` replace ``@tool`` options (for ``host.register(fn, name=...)``).
         Raises :class:`ToolDefinitionError` listing every problem found.
         """
-        options = tool_options(fn) or ToolOptions()
-        if overrides:
-            unknown = tuple(sorted(set(overrides) - set(ToolOptions.__dataclass_fields__)))
-            options = replace(
-                options,
-                **{k: v for k, v in overrides.items() if k not in unknown},
-                unknown=options.unknown + unknown,
-            )
+        options = _with_overrides(tool_options(fn) or ToolOptions(), overrides)
         target, file, line = source_of(fn)
         problems: list[DefinitionProblem] = []
         name = options.name or getattr(fn, "__name__", None) or type(fn).__name__
@@ -136,18 +129,7 @@ class ToolDefinition:
         if built is not None:
             _check_examples(options.examples, built[1], problems)
         if problems:
-            lines = parameter_lines(target)
-            problems = [
-                replace(p, line=lines.get(p.parameter)) if p.parameter and not p.line else p
-                for p in problems
-            ]
-            raise ToolDefinitionError(
-                function=getattr(target, "__qualname__", name),
-                tool=name,
-                file=file,
-                line=line,
-                problems=problems,
-            )
+            raise _definition_error(target, name, file, line, problems)
         assert built is not None
         schema, validator = built
         return cls._create(
@@ -219,6 +201,31 @@ class ToolDefinition:
         return cls(**values)
 
 
+def _with_overrides(options: ToolOptions, overrides: Mapping[str, Any]) -> ToolOptions:
+    """``@tool`` options with those ``host.register(fn, ...)`` passed on top; names that are
+    no option are kept as ``unknown``, to be reported with the rest."""
+    if not overrides:
+        return options
+    unknown = tuple(sorted(set(overrides) - set(ToolOptions.__dataclass_fields__)))
+    known = {k: v for k, v in overrides.items() if k not in unknown}
+    return replace(options, **known, unknown=options.unknown + unknown)
+
+
+def _definition_error(
+    target: Any, name: str, file: str | None, line: int | None, problems: list[DefinitionProblem]
+) -> ToolDefinitionError:
+    """All of a function's problems in one error, each parameter's with its own line."""
+    lines = parameter_lines(target)
+    problems = [
+        replace(p, line=lines.get(p.parameter)) if p.parameter and not p.line else p
+        for p in problems
+    ]
+    function = getattr(target, "__qualname__", name)
+    return ToolDefinitionError(
+        function=function, tool=name, file=file, line=line, problems=problems
+    )
+
+
 def _fingerprint(definition: ToolDefinition) -> str:
     hints = definition.hints
     public = {
@@ -243,23 +250,12 @@ def _fingerprint(definition: ToolDefinition) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-_OPTION_HINT = {
-    "permission": "permissions",
-    "tag": "tags",
-    "readonly": "read_only",
-    "read-only": "read_only",
-    "example": "examples",
-    "schema": "input_schema",
-    "timeout_seconds": "timeout",
-}
-
-
 def _check_options(
     name: str, options: ToolOptions, problems: list[DefinitionProblem]
 ) -> dict[str, Any]:
     """Check the ``@tool`` options; return them in the form ToolDefinition stores."""
     for unknown in options.unknown:
-        hint = _OPTION_HINT.get(unknown.lower())
+        hint = check.OPTION_HINTS.get(unknown.lower())
         problems.append(
             DefinitionProblem(
                 f"unknown @tool option '{unknown}'"
@@ -272,7 +268,7 @@ def _check_options(
                 f"tool name {name!r} is invalid: use {NAME_RULE} (set @tool(name=...))"
             )
         )
-    permissions = _strings(options.permissions, "permissions", problems)
+    permissions = check.strings(options.permissions, "permissions", problems)
     for permission in sorted(permissions):
         if not _PERMISSION_PATTERN.fullmatch(permission):
             problems.append(
@@ -281,7 +277,7 @@ def _check_options(
                     "e.g. 'http.get'"
                 )
             )
-    tags = _strings(options.tags, "tags", problems)
+    tags = check.strings(options.tags, "tags", problems)
     hints = ToolHints(
         options.read_only, options.destructive, options.idempotent, options.open_world
     )
@@ -292,139 +288,16 @@ def _check_options(
     return {
         "title": options.title,
         "permissions": frozenset(permissions),
-        "timeout": _timeout(options.timeout, problems),
-        "cache_ttl": _cache_ttl(options.cache_ttl, problems),
-        "retries": _retries(options.retries, hints, problems),
+        "timeout": check.timeout(options.timeout, problems),
+        "cache_ttl": check.cache_ttl(options.cache_ttl, problems),
+        "retries": check.retries(options.retries, hints.idempotent, problems),
         "tags": tuple(dict.fromkeys(tags)),
         "hints": hints,
         "definition_only": bool(options.definition_only),
-        "examples": tuple(_examples(options.examples, problems)),
-        "icons": tuple(_icons(options.icons, problems)),
-        "meta": _meta(options.meta, problems),
+        "examples": tuple(check.examples(options.examples, problems)),
+        "icons": tuple(check.icons(options.icons, problems)),
+        "meta": check.meta(options.meta, problems),
     }
-
-
-def _strings(values: Iterable[str], option: str, problems: list[DefinitionProblem]) -> list[str]:
-    if isinstance(values, str):
-        problems.append(
-            DefinitionProblem(f"{option} must be a set of strings, not one string: {{{values!r}}}")
-        )
-        return []
-    try:
-        items = list(values)
-    except TypeError:
-        problems.append(DefinitionProblem(f"{option} must be a set of strings"))
-        return []
-    bad = [v for v in items if not isinstance(v, str) or not v]
-    if bad:
-        problems.append(DefinitionProblem(f"{option} must be non-empty strings, got {bad!r}"))
-    return [v for v in items if isinstance(v, str) and v]
-
-
-def _timeout(value: float | bool | None, problems: list[DefinitionProblem]) -> float | None:
-    if value is None or value is True:
-        return None
-    if value is False:
-        return math.inf
-    if not isinstance(value, int | float) or math.isnan(value) or value <= 0:
-        problems.append(
-            DefinitionProblem(
-                f"timeout must be a positive number of seconds (or False for none), got {value!r}"
-            )
-        )
-        return None
-    return float(value)
-
-
-def _cache_ttl(value: float | None, problems: list[DefinitionProblem]) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        problems.append(
-            DefinitionProblem(f"cache_ttl must be a positive number of seconds, got {value!r}")
-        )
-        return None
-    return float(value)
-
-
-def _retries(value: int, hints: ToolHints, problems: list[DefinitionProblem]) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        problems.append(
-            DefinitionProblem(f"retries must be a whole number of at least 0, got {value!r}")
-        )
-        return 0
-    if value and not hints.idempotent:
-        problems.append(
-            DefinitionProblem("retries need idempotent=True: a retried call may run twice")
-        )
-    return value
-
-
-def _examples(values: Iterable[object], problems: list[DefinitionProblem]) -> list[Any]:
-    if isinstance(values, str | Mapping):
-        values = [values]
-    out: list[Any] = []
-    for example in values:
-        if isinstance(example, str | Mapping):
-            out.append(freeze(dict(example)) if isinstance(example, Mapping) else example)
-        else:
-            problems.append(
-                DefinitionProblem(
-                    f"example {example!r} must be an argument object (dict) or usage text (str)"
-                )
-            )
-    return out
-
-
-_ICON_KEYS = frozenset({"src", "mimeType", "sizes", "theme"})
-_ICON_SOURCES = ("https://", "http://", "data:")
-
-
-def _icons(values: Iterable[Any], problems: list[DefinitionProblem]) -> list[Any]:
-    """MCP ``Icon`` objects: a ``src`` URL or data URI, optional mimeType, sizes, theme."""
-    if isinstance(values, Mapping):
-        values = [values]
-    out: list[Any] = []
-    for icon in values:
-        if not isinstance(icon, Mapping):
-            problems.append(
-                DefinitionProblem(f'icon {icon!r} must be a dict: {{"src": "https://..."}}')
-            )
-            continue
-        wrong = []
-        src = icon.get("src")
-        if not isinstance(src, str) or not src.startswith(_ICON_SOURCES):
-            wrong.append("'src' must be an https://, http:// or data: URI")
-        if set(icon) - _ICON_KEYS:
-            wrong.append(
-                f"unknown keys {sorted(set(icon) - _ICON_KEYS)} (use {sorted(_ICON_KEYS)})"
-            )
-        if "mimeType" in icon and not isinstance(icon["mimeType"], str):
-            wrong.append("'mimeType' must be a string such as 'image/png'")
-        sizes = icon.get("sizes", [])
-        if not isinstance(sizes, list | tuple) or not all(isinstance(x, str) for x in sizes):
-            wrong.append("'sizes' must be a list of strings such as ['48x48']")
-        if icon.get("theme", "light") not in ("light", "dark"):
-            wrong.append("'theme' must be 'light' or 'dark'")
-        if wrong:
-            problems.append(DefinitionProblem(f"icon {dict(icon)!r}: " + "; ".join(wrong)))
-        else:
-            out.append(freeze(dict(icon)))
-    return out
-
-
-def _meta(value: Mapping[str, Any] | None, problems: list[DefinitionProblem]) -> Any:
-    """The MCP ``_meta`` object: string keys, JSON values."""
-    if value is None:
-        return None
-    try:
-        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-            raise TypeError("meta must be a dict with string keys")
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        problems.append(DefinitionProblem(f"meta must be JSON (a dict with string keys): {exc}"))
-        return None
-    return freeze(dict(value))
 
 
 def _check_examples(
