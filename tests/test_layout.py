@@ -201,3 +201,19 @@ def test_a_module_that_breaks_the_rules_is_caught(tmp_path: Path) -> None:
             test_each_module_imports_only_the_rooms_its_room_may_import("agenthost._common.probe")
     finally:
         del MODULES["agenthost._common.probe"]
+
+
+LONGEST = 50  # lines; a longer function needs its reason here, or a split
+LONGER_FOR_A_REASON: dict[str, str] = {}
+
+
+def test_functions_are_short_or_have_a_reason() -> None:
+    long = {}
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                name = f"{module}:{node.name}"
+                if length > LONGEST and name not in LONGER_FOR_A_REASON:
+                    long[name] = length
+    assert not long, f"over {LONGEST} lines: {long}; split them or say why in LONGER_FOR_A_REASON"

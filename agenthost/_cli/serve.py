@@ -89,15 +89,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _over_http(args: argparse.Namespace) -> int:
-    from agenthost._serve.http import (
-        TokenError,
-        is_loopback,
-        load_tokens,
-        parse_address,
-        readable_by_others,
-        serve_http,
-    )
+    from agenthost._serve.http import is_loopback, parse_address, serve_http
     from agenthost._serve.server import McpServer
+    from agenthost._serve.tokens import TokenError, load_tokens, readable_by_others
 
     try:
         bind, port = parse_address(args.http)

@@ -26,7 +26,7 @@ import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import importlib_metadata
 from loguru import logger
@@ -239,22 +239,10 @@ def _load_source(
         content_hash, contents = content or read_source(source)
     except OSError as exc:
         return LoadFailure(f"cannot read {source.path}: {exc.strerror or exc}", str(source.path))
-    wheel: Wheel | None = None
-    if source.kind == "wheel":
-        try:
-            wheel = open_wheel(contents[source.path], cache_dir)
-        except (WheelError, OSError) as exc:
-            return LoadFailure(f"unusable wheel: {exc}", str(source.path))
-        if wheel.missing:
-            return LoadFailure(
-                "missing dependencies: " + ", ".join(wheel.missing)
-                + "; install them into the host's environment",
-                str(source.path),
-            )  # fmt: skip
-        name, tops, modules, snapshot = wheel.name, wheel.tops, wheel.modules, wheel.sources
-    else:
-        name = source.path.stem if source.kind == "module" else source.path.name
-        tops, modules, snapshot = {name: source.path}, [name], contents
+    layout = _layout(source, contents, cache_dir)
+    if isinstance(layout, LoadFailure):
+        return layout
+    name, tops, modules, snapshot, wheel = layout
     namespace = Namespace(name, tops, snapshot)
     try:
         imported = [namespace.import_module(module) for module in modules]
@@ -283,6 +271,34 @@ def _load_source(
         unload_hooks=tuple(_hooks(imported, "on_unload")) if hooks else (),
         hook_timeout=hook_timeout,
     )
+
+
+class _Layout(NamedTuple):
+    """What to import: the plugin's name, its top-level names and where they live, the
+    modules to import first, the source files to import from, and the wheel if it is one."""
+
+    name: str
+    tops: dict[str, Path]
+    modules: list[str]
+    files: dict[Path, bytes]
+    wheel: Wheel | None
+
+
+def _layout(source: Source, contents: dict[Path, bytes], cache_dir: Path) -> _Layout | LoadFailure:
+    if source.kind != "wheel":
+        name = source.path.stem if source.kind == "module" else source.path.name
+        return _Layout(name, {name: source.path}, [name], contents, None)
+    try:
+        wheel = open_wheel(contents[source.path], cache_dir)
+    except (WheelError, OSError) as exc:
+        return LoadFailure(f"unusable wheel: {exc}", str(source.path))
+    if wheel.missing:
+        return LoadFailure(
+            "missing dependencies: " + ", ".join(wheel.missing)
+            + "; install them into the host's environment",
+            str(source.path),
+        )  # fmt: skip
+    return _Layout(wheel.name, wheel.tops, wheel.modules, wheel.sources, wheel)
 
 
 def load_installed(

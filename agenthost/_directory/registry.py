@@ -316,37 +316,20 @@ class Registry:
         events: list[PluginEvent],
         retired: list[PluginVersion],
     ) -> None:
-        state = self._states.get(load.key)
+        """Apply one load: a failure, a version refused, or the version that now serves."""
+        state = self._state_for(load)
         result = load.result
-        name = result.name if isinstance(result, PluginVersion) else _guess_name(load.source)
-        if state is None:
-            state = self._states[load.key] = _State(load.key, load.source, name)
-        state.source, state.attempted = load.source, load.content_hash
         path = str(load.source.path)
         if isinstance(result, LoadFailure):
             state.failure = result
             events.append(_failed(state, result, path))
             return
-        holder = self._holders.get(result.name)
-        if holder is not None and holder != load.key:
-            state.name = result.name
-            state.collision = (
-                f"plugin name '{result.name}' is already provided by "
-                f"{self._states[holder].source.path}; remove one of them"
-            )
+        refusal = self._refusal(state, load.key, result, path)
+        if refusal is not None:
             retired.append(result)
-            events.append(PluginEvent("conflict", result.name, path, message=state.collision))
+            events.append(refusal)
             return
         old = state.serving
-        if old is not None and result.problems:
-            state.failure = LoadFailure(
-                "new version not loaded, the previous one keeps serving: "
-                + " | ".join(p.splitlines()[0] for p in result.problems),
-                traceback="\n".join(result.problems),
-            )
-            retired.append(result)
-            events.append(_failed(state, state.failure, path))
-            return
         if old is not None:
             if old.name != result.name:
                 affected |= self._drop_claims(old.name)
@@ -358,22 +341,38 @@ class Registry:
         affected |= self._claim(
             result, old if old is not None and old.name == result.name else None
         )
-        kind: EventKind = "reloaded" if old is not None else "loaded"
-        events.append(
-            PluginEvent(
-                kind,
-                result.name,
-                path,
-                result.version,
-                len(result.definitions),
-                result.load_ms,
-                "\n".join(result.problems + result.warnings),
-                tool_names=tuple(d.name for d in result.definitions),
-                isolation=result.isolation,
-                worker_pid=result.worker.pid if result.worker is not None else None,
-                **_diff(old, result),
+        events.append(_loaded(result, old, path))
+
+    def _state_for(self, load: Load) -> _State:
+        state = self._states.get(load.key)
+        if state is None:
+            result = load.result
+            name = result.name if isinstance(result, PluginVersion) else _guess_name(load.source)
+            state = self._states[load.key] = _State(load.key, load.source, name)
+        state.source, state.attempted = load.source, load.content_hash
+        return state
+
+    def _refusal(
+        self, state: _State, key: str, result: PluginVersion, path: str
+    ) -> PluginEvent | None:
+        """Why ``result`` may not serve, as an event: its plugin name is another entry's, or
+        it has broken tools while a working version serves. None: it may."""
+        holder = self._holders.get(result.name)
+        if holder is not None and holder != key:
+            state.name = result.name
+            state.collision = (
+                f"plugin name '{result.name}' is already provided by "
+                f"{self._states[holder].source.path}; remove one of them"
             )
-        )
+            return PluginEvent("conflict", result.name, path, message=state.collision)
+        if state.serving is not None and result.problems:
+            state.failure = LoadFailure(
+                "new version not loaded, the previous one keeps serving: "
+                + " | ".join(p.splitlines()[0] for p in result.problems),
+                traceback="\n".join(result.problems),
+            )
+            return _failed(state, state.failure, path)
+        return None
 
     def _claim(self, version: PluginVersion, old: PluginVersion | None) -> set[str]:
         """Claim the version's names; names the plugin already holds keep their place."""
@@ -546,6 +545,22 @@ def _failed(state: _State, failure: LoadFailure, path: str) -> PluginEvent:
         location=failure.location,
         traceback=failure.traceback,
         previous_serving=state.serving is not None,
+    )
+
+
+def _loaded(result: PluginVersion, old: PluginVersion | None, path: str) -> PluginEvent:
+    return PluginEvent(
+        "reloaded" if old is not None else "loaded",
+        result.name,
+        path,
+        result.version,
+        len(result.definitions),
+        result.load_ms,
+        "\n".join(result.problems + result.warnings),
+        tool_names=tuple(d.name for d in result.definitions),
+        isolation=result.isolation,
+        worker_pid=result.worker.pid if result.worker is not None else None,
+        **_diff(old, result),
     )
 
 

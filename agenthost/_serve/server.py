@@ -13,19 +13,17 @@ Calls go through :meth:`PluginHost.aexecute` as the session :data:`SESSION`
 timeouts and version pinning all apply; every failure is a result with
 ``isError: true``, never a protocol error. Tools whose permissions are not
 granted, and ``definition_only`` tools, are not listed. Over HTTP a bearer token
-names the caller (see :mod:`agenthost._serve.http`), so each caller gets its own list.
+names the caller (see ``tokens``), so each caller gets its own list.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import sys
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-import jsonschema
 import mcp.types as types
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import ServerRequestContext
@@ -40,6 +38,7 @@ from agenthost._calls.results import ToolResult
 from agenthost._directory.registry import RegistryChange, ToolInfo
 from agenthost._host import PluginHost
 from agenthost._providers.exporters import to_mcp
+from agenthost._serve.results import Answers, error
 from agenthost._version import __version__
 
 __all__ = ["SESSION", "McpServer"]
@@ -92,7 +91,7 @@ class McpServer:
         self._calls: set[asyncio.Task[Any]] = set()  # handlers inside a tool call
         self._drained: set[asyncio.Task[Any]] = set()  # cancelled by drain(), not by a client
         self._closing = False
-        self._validators: dict[int, tuple[Mapping[str, Any], Any, Any]] = {}  # by output schema
+        self._answers = Answers()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._notifying: asyncio.Task[None] | None = None
         self._again = False
@@ -232,10 +231,10 @@ class McpServer:
     ) -> types.CallToolResult:
         name = params.name
         if self._closing:
-            return _error(f"tool {name!r} was not run: the server is shutting down")
+            return error(f"tool {name!r} was not run: the server is shutting down")
         info = self.host.tool(name)
         if info is not None and info.definition_only:
-            return _error(f"tool {name!r} is run by in-process clients, not over MCP")
+            return error(f"tool {name!r} is run by in-process clients, not over MCP")
         arguments = params.arguments or {}
         session = _caller()
         # The handler's own task is what a drain cancels: no extra task on every call.
@@ -252,78 +251,15 @@ class McpServer:
                 raise  # the client cancelled the call
             if sys.version_info >= (3, 11):
                 task.uncancel()
-            return _error(f"tool {name!r} was cancelled: the server is shutting down")
+            return error(f"tool {name!r} was cancelled: the server is shutting down")
         finally:
             self._calls.discard(task)
-        answer = self._result(result, info)
+        answer = self._answers.answer(result, info)
         if result.success and (info is None or answer.is_error):
             latest = self.host.tool(name)  # a reload during the call: describe the new version
             if latest is not None and latest is not info:
-                answer = self._result(result, latest)
+                answer = self._answers.answer(result, latest)
         return answer
-
-    def _result(self, result: ToolResult, info: ToolInfo | None) -> types.CallToolResult:
-        """The MCP form of a result: text, plus structured content when there is an output schema.
-
-        Structured content is checked against the schema first: the official client
-        raises on a mismatch, so a tool whose return breaks its own annotation gets
-        an error result that says so instead.
-        """
-        if result.error is not None and result.error.code == "permission_denied":
-            # The in-process advice (host.permissions.grant) means nothing to an MCP caller.
-            missing = " ".join(f"--grant {p}" for p in result.error.details.get("missing", ()))
-            return _error(
-                f"Error (permission_denied): tool {result.tool!r} needs permissions this caller "
-                f"is not granted; the server's operator can add {missing} or grant them to "
-                "this caller's token"
-            )
-        if not result.success:
-            return _error(result.content)
-        schema = info.output_schema if info is not None else None
-        if schema is None:
-            return types.CallToolResult(content=[_text(result.output)])
-        wrapped = _wrapped(schema)
-        structured = {"result": _value(result, schema)} if wrapped else result.data
-        if result.truncated and structured is None:
-            return _error(
-                f"Error (tool_error): tool {result.tool!r} returned more than the host's "
-                "max_output allows, and structured content cannot be cut; return less, or "
-                "raise PluginHost(max_output=...)"
-            )
-        problem = self._mismatch(schema, structured)
-        if problem is not None:
-            if wrapped:  # the path and value of the wrapper would only confuse
-                problem = f"it wants {json.dumps(schema['properties']['result'])[:200]}"
-            shown = result.output if len(result.output) <= 80 else result.output[:80] + "..."
-            return _error(
-                f"Error (tool_error): tool {result.tool!r} returned {shown!r}, which does not "
-                f"match its output schema ({problem}); fix its return annotation or what it "
-                "returns"
-            )
-        text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
-        return types.CallToolResult(content=[_text(text)], structured_content=structured)
-
-    def _mismatch(self, schema: Mapping[str, Any], value: Any) -> str | None:
-        """Why ``value`` breaks ``schema``, or None; checks are built once per schema."""
-        entry = self._validators.get(id(schema))
-        if entry is None or entry[0] is not schema:
-            if len(self._validators) > 1024:
-                self._validators.clear()
-            validator = jsonschema.validators.validator_for(schema)(schema)
-            entry = self._validators[id(schema)] = (schema, validator, _quick_check(schema))
-        if not isinstance(value, dict):
-            return "no JSON object to send"
-        quick = entry[2]
-        if quick is not None:
-            if quick(value):
-                return None
-        elif entry[1].is_valid(value):
-            return None
-        error = jsonschema.exceptions.best_match(entry[1].iter_errors(value))
-        if error is None:
-            return None
-        where = "".join(f"[{p!r}]" for p in error.absolute_path) or "the value"
-        return f"{where}: {error.message[:200]}"
 
     async def _streamed(
         self, ctx: ServerRequestContext[Any], name: str, arguments: Any, session: str
@@ -355,51 +291,3 @@ def _caller() -> str:
 def _wants_progress(ctx: ServerRequestContext[Any]) -> bool:
     meta = ctx.meta
     return bool(meta) and meta.get("progress_token") is not None  # type: ignore[union-attr]
-
-
-def _text(text: str) -> types.TextContent:
-    return types.TextContent(type="text", text=text)
-
-
-def _error(message: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[_text(message)], is_error=True)
-
-
-def _wrapped(schema: Mapping[str, Any]) -> bool:
-    """Whether an output schema is a non-object return wrapped as ``{"result": ...}``."""
-    return (
-        set(schema) == {"type", "properties", "required"}
-        and list(schema["properties"]) == ["result"]
-        and list(schema["required"]) == ["result"]
-    )
-
-
-_SCALARS: dict[str, tuple[type, ...]] = {
-    "integer": (int,),
-    "number": (int, float),
-    "string": (str,),
-    "boolean": (bool,),
-}
-
-
-def _quick_check(schema: Mapping[str, Any]) -> Callable[[dict[str, Any]], bool] | None:
-    """A type test for the common ``{"result": <scalar>}`` wrapper: jsonschema costs 6 µs."""
-    if not _wrapped(schema):
-        return None
-    inner = schema["properties"]["result"]
-    if not isinstance(inner, Mapping) or not set(inner) <= {"type", "title", "description"}:
-        return None
-    kinds = _SCALARS.get(inner.get("type"))  # type: ignore[arg-type]
-    if kinds is None:
-        return None
-    return lambda value: type(value.get("result")) in kinds  # bool is not an integer here
-
-
-def _value(result: ToolResult, schema: Mapping[str, Any]) -> Any:
-    """The return value as JSON: a string return lives in ``output``, binary as base64."""
-    if schema["properties"]["result"].get("type") != "string":
-        return result.data
-    data = result.data
-    if isinstance(data, dict) and data.get("type") == "bytes":
-        return data["base64"]
-    return result.output
