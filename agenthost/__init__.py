@@ -21,13 +21,8 @@ from agenthost._calls.results import ToolError, ToolResult
 from agenthost._calls.streaming import StreamEvent
 from agenthost._common.frozen import thaw
 from agenthost._common.masking import mask_secrets
-from agenthost._directory.loader import LoadFailure
-from agenthost._directory.registry import (
-    PluginEvent,
-    PluginInfo,
-    RegistryChange,
-    ToolInfo,
-)
+from agenthost._directory.records import PluginEvent, PluginInfo, RegistryChange, ToolInfo
+from agenthost._directory.version import LoadFailure
 from agenthost._errors import (
     AgentHostError,
     ArgumentProblem,

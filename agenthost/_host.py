@@ -27,25 +27,12 @@ from agenthost._calls.reading import Call
 from agenthost._calls.results import ToolResult
 from agenthost._calls.streaming import StreamEvent
 from agenthost._common.frozen import FrozenList
-from agenthost._directory.loader import (
-    LoadFailure,
-    PluginVersion,
-    hook_timeout_from,
-    installed_entry_points,
-    load_installed,
-    load_source,
-)
+from agenthost._directory.loader import installed_entry_points, load_installed, load_source
 from agenthost._directory.reconcile import Reconciler
-from agenthost._directory.registry import (
-    Load,
-    PluginEvent,
-    PluginInfo,
-    Registry,
-    RegistryChange,
-    Snapshot,
-    ToolInfo,
-)
+from agenthost._directory.records import PluginEvent, PluginInfo, RegistryChange, Snapshot, ToolInfo
+from agenthost._directory.registry import Load, Registry
 from agenthost._directory.scan import Source
+from agenthost._directory.version import LoadFailure, PluginVersion, hook_timeout_from
 from agenthost._directory.watcher import ALL, Watcher, debounce_from
 from agenthost._directory.wheel import prune_cache
 from agenthost._isolation.options import LEVELS, Isolation, WorkerOptions, declared_isolation

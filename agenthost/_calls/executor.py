@@ -45,7 +45,8 @@ from agenthost._calls.results import ToolResult
 from agenthost._calls.running import Runner
 from agenthost._calls.streaming import Streaming
 from agenthost._common.text import describe, exception_text
-from agenthost._directory.registry import Entry, Registry
+from agenthost._directory.records import Entry
+from agenthost._directory.registry import Registry
 from agenthost._errors import InvalidArgumentsError
 
 __all__ = ["Executor"]

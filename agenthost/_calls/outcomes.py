@@ -12,7 +12,7 @@ from agenthost._authoring.context import ToolContext
 from agenthost._calls.results import ToolResult
 from agenthost._common.masking import jsonable
 from agenthost._common.text import describe, type_name
-from agenthost._directory.registry import Snapshot
+from agenthost._directory.records import Snapshot
 from agenthost._directory.scan import defines
 from agenthost._errors import InvalidArgumentsError
 

@@ -1,4 +1,9 @@
-"""The ``agenthost`` command line: one module per command, over ``PluginHost``.
+"""The ``agenthost`` command line: a thin layer over ``PluginHost``.
+
+``main`` parses and dispatches; each command is a module with ``add_parser``
+and ``run`` (``watch``, ``listing``, ``check``, ``new``, ``call``, ``serve``,
+``schema``); ``arguments`` holds what they share and ``events`` prints the
+plugin log.
 
 May import: _errors, _version, _common, _providers, _directory, _calls, _host, _serve.
 """

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from agenthost._cli.arguments import add_command, indent
-from agenthost._directory.loader import LoadFailure, PluginVersion, load_source
+from agenthost._directory.loader import load_source
 from agenthost._directory.scan import not_loaded, source_at
+from agenthost._directory.version import LoadFailure, PluginVersion
 from agenthost._providers.compatibility import PROVIDERS, Finding, check_compatibility
 
 __all__ = ["add_parser", "run"]

@@ -8,7 +8,7 @@ import time
 from typing import TextIO
 
 from agenthost._cli.arguments import count, indent
-from agenthost._directory.registry import PluginEvent
+from agenthost._directory.records import PluginEvent
 from agenthost._host import PluginHost
 
 __all__ = ["json_event", "summary", "text_event"]

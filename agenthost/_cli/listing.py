@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agenthost._cli.arguments import add_command, count, directory, isolation
-from agenthost._directory.registry import PluginInfo, ToolInfo
+from agenthost._directory.records import PluginInfo, ToolInfo
 from agenthost._host import PluginHost
 
 __all__ = ["add_parser", "run"]

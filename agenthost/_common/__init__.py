@@ -1,6 +1,9 @@
-"""Helpers every room needs: text from untrusted objects, read-only JSON, secret masking.
+"""Helpers every room needs, that know nothing of tools, plugins or calls.
 
-They know nothing of tools, plugins or calls, so any room can use them.
+* ``text``: text from untrusted objects (a plugin's ``__str__`` may raise or hang
+  on surrogates), never raising, always valid UTF-8.
+* ``frozen``: read-only dicts and lists for schemas shared by every caller.
+* ``masking``: secret values masked in logs, traces and ``ToolContext`` reprs.
 
 May import: _errors.
 """

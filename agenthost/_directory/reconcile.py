@@ -16,9 +16,10 @@ from pathlib import Path
 
 from loguru import logger
 
-from agenthost._directory.loader import LoadFailure, PluginVersion
-from agenthost._directory.registry import Load, PluginEvent, Registry, RegistryChange
+from agenthost._directory.records import PluginEvent, RegistryChange
+from agenthost._directory.registry import Load, Registry
 from agenthost._directory.scan import Source, lookalikes, plugin_sources, read_source, source_at
+from agenthost._directory.version import LoadFailure, PluginVersion
 from agenthost._directory.watcher import ALL
 
 __all__ = ["Loader", "Reconciler"]

@@ -19,8 +19,8 @@ from pydantic import Field
 
 from agenthost._authoring.definition import ToolDefinition
 from agenthost._common.frozen import freeze, thaw
-from agenthost._directory.loader import LoadFailure, PluginVersion
 from agenthost._directory.scan import Source
+from agenthost._directory.version import LoadFailure, PluginVersion
 from agenthost._errors import DefinitionProblem, ToolDefinitionError
 from agenthost._isolation.options import WorkerOptions
 from agenthost._isolation.supervisor import Supervisor

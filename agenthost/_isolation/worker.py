@@ -32,8 +32,9 @@ from agenthost._authoring.definition import ToolDefinition
 from agenthost._calls.results import render
 from agenthost._common.masking import jsonable
 from agenthost._common.text import exception_text, type_name
-from agenthost._directory.loader import LoadFailure, PluginVersion, load_source
+from agenthost._directory.loader import load_source
 from agenthost._directory.scan import Source
+from agenthost._directory.version import LoadFailure, PluginVersion
 from agenthost._errors import InvalidArgumentsError
 
 __all__ = ["main", "run"]

@@ -1,7 +1,8 @@
 """Serving over MCP: the live tool set to MCP clients, on the official SDK.
 
-The MCP server over a ``PluginHost`` and its streamable HTTP transport with
-bearer tokens.
+* ``server``: the MCP server over a ``PluginHost``: listing, calls, change
+  notifications; ``results`` the MCP form of a ``ToolResult``.
+* ``http``: streamable HTTP at ``/mcp``; ``tokens`` the bearer tokens of its callers.
 
 May import: _errors, _version, _common, _providers, _directory, _calls, _host.
 """

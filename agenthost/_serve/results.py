@@ -15,7 +15,7 @@ import jsonschema
 import mcp.types as types
 
 from agenthost._calls.results import ToolResult
-from agenthost._directory.registry import ToolInfo
+from agenthost._directory.records import ToolInfo
 
 __all__ = ["Answers", "error"]
 

@@ -35,7 +35,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agenthost._calls.results import ToolResult
-from agenthost._directory.registry import RegistryChange, ToolInfo
+from agenthost._directory.records import RegistryChange, ToolInfo
 from agenthost._host import PluginHost
 from agenthost._providers.exporters import to_mcp
 from agenthost._serve.results import Answers, error
