@@ -13,7 +13,7 @@ it. Tool code is entered only through ``boundary``; every failure along the way
 becomes a result, and nothing a tool or its input does raises out of any call API.
 
 The first branch is most calls' whole cost, so the two methods write out their
-last five lines rather than share them through another call (which costs about
+last few lines rather than share them through another call (which costs about
 1% of an inline call); ``PluginHost`` passes their arguments by position for the
 same reason.
 """
