@@ -35,7 +35,15 @@ from agenthost._directory.scan import Source
 from agenthost._directory.version import LoadFailure, PluginVersion, hook_timeout_from
 from agenthost._directory.watcher import ALL, Watcher, debounce_from
 from agenthost._directory.wheel import prune_cache
-from agenthost._isolation.options import LEVELS, Isolation, WorkerOptions, declared_isolation
+from agenthost._isolation.options import (
+    LEVELS,
+    SANDBOXES,
+    Isolation,
+    Sandbox,
+    WorkerOptions,
+    declared_isolation,
+)
+from agenthost._isolation.processes import SPARES
 from agenthost._isolation.proxy import load_isolated
 from agenthost._providers.exporters import Format, export_tools
 from agenthost._providers.search import SEARCH_TOOL, ToolIndex
@@ -51,6 +59,12 @@ def _chooser(
     if isinstance(isolation, Mapping):
         return isolation.get
     return isolation
+
+
+def _sandbox(mode: Sandbox) -> Sandbox:
+    if mode not in SANDBOXES:
+        raise ValueError(f"sandbox must be one of {', '.join(SANDBOXES)}, not {mode!r}")
+    return mode
 
 
 def _default_cache_dir() -> Path:
@@ -83,6 +97,11 @@ class PluginHost:
     ``"process"`` (a worker process per plugin version, see ``worker_options``),
     for all plugins, or per plugin name as a mapping or a callable returning the
     level (None: the plugin's own ``__agenthost_isolation__``, else in-process).
+    ``sandbox`` is how far workers are kept from the host: ``"auto"`` (the
+    default) starts each in a kernel sandbox where the system allows one and
+    says once at start which guarantees are lost where it does not;
+    ``"required"`` refuses to start isolated plugins without it; ``"off"`` runs
+    workers as plain processes.
 
     ``tool_search=True`` adds a host-owned ``search_tools`` tool (see
     :meth:`search_tools`) that is always loaded; pair it with
@@ -110,6 +129,7 @@ class PluginHost:
         | Callable[[str], Isolation | None]
         | None = None,
         worker_options: WorkerOptions | None = None,
+        sandbox: Sandbox = "auto",
     ) -> None:
         self.directory = Path(directory).absolute() if directory is not None else None
         self.cache_dir = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
@@ -134,6 +154,7 @@ class PluginHost:
         self._tool_search = tool_search
         self._isolation = _chooser(isolation)
         self.worker_options = worker_options or WorkerOptions()
+        self.sandbox = _sandbox(sandbox)
         if tool_search:
             self.register(self._search_tool())
         self._watcher: Watcher | None = None
@@ -196,6 +217,7 @@ class PluginHost:
                 self._watcher.stop()
             self._reconciler.close()
             self._executor.stop()
+            SPARES.release(self.directory)
 
     def __enter__(self) -> PluginHost:
         return self.start()
@@ -492,9 +514,10 @@ class PluginHost:
     ) -> PluginVersion | LoadFailure:
         if self.isolation_of(source) == "process":
             return load_isolated(
-                source, self.cache_dir, content[0], hook_timeout=self.hook_timeout,
-                options=self.worker_options,
-                on_quarantine=lambda: self._registry.refresh(source.key),
+                source, content, cache_dir=self.cache_dir, hook_timeout=self.hook_timeout,
+                options=self.worker_options, sandbox=self.sandbox,
+                max_output=self._executor.max_output,
+                on_change=lambda: self._registry.refresh(source.key),
             )  # fmt: skip
         return load_source(source, self.cache_dir, content, hook_timeout=self.hook_timeout)
 

@@ -126,7 +126,9 @@ def test_tools_run_in_a_worker_with_the_same_contract(
         "running",
     )
     seen = host.execute("looks_around").data
-    assert seen["pid"] == plugin.worker.pid != os.getpid()
+    assert plugin.worker.sandbox == "bwrap"
+    assert seen["pid"] == 2  # its own pid namespace: bwrap's init is 1
+    assert plugin.worker.pid != os.getpid()
     assert "AGENTHOST_TEST_SECRET" not in seen["env"]
     assert set(seen["env"]) <= {"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"}
     assert len(seen["fds"]) == 5  # stdin, stdout, stderr, the channel, and listdir's own
@@ -442,6 +444,7 @@ def test_answer_size_and_open_files_are_limited_with_the_limit_named(
     assert len(host.execute("big_answer", {"size": 1000}).output) == 1000
 
 
+NEIGHBOUR = "from agenthost import tool\n@tool\ndef greet() -> str:\n    'Hi.'\n    return 'hi'\n"
 HOSTILE = """
 import os, socket, struct, time
 from agenthost import tool
@@ -477,12 +480,25 @@ def ok() -> str:
 """
 
 
-@pytest.mark.parametrize("kind", ["deep", "binary"])
-def test_a_worker_that_sends_garbage_is_ended_and_the_host_carries_on(
-    isolated: Callable[..., PluginHost], kind: str
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [("deep", "recursion limit exceeded"), ("binary", "not strict JSON")],
+)
+def test_a_worker_that_sends_garbage_is_stopped_and_the_host_carries_on(
+    isolated: Callable[..., PluginHost], tmp_path: Path, kind: str, says: str
 ) -> None:
-    host = isolated(HOSTILE, name="hostile")
+    write(tmp_path / "plugins" / "neighbour.py", NEIGHBOUR)
+    host = isolated(HOSTILE, name="hostile", watch=True, debounce=0.02)
     result = host.execute("garbage", {"kind": kind}, timeout=30)
     assert result.error is not None
-    assert "sent a malformed message" in result.error.message
-    assert host.execute("ok").output == "fine"
+    assert "broke the protocol" in result.error.message
+    assert says in result.error.message
+    plugins = {p.name: p for p in host.plugins()}
+    assert (plugins["hostile"].status, plugins["hostile"].worker.state) == ("failed", "failed")
+    assert says in (plugins["hostile"].error or "")
+    refused = host.execute("ok")
+    assert refused.error is not None
+    assert "save the plugin to retry" in refused.error.message
+    assert host.execute("greet").output == "hi"  # the neighbour never noticed
+    replace_atomically(tmp_path / "plugins" / "hostile.py", HOSTILE + "\n# saved again\n")
+    wait_for(lambda: host.execute("ok").output == "fine", what="a fresh worker after the save")

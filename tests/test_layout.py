@@ -204,7 +204,9 @@ def test_a_module_that_breaks_the_rules_is_caught(tmp_path: Path) -> None:
 
 
 LONGEST = 50  # lines; a longer function needs its reason here, or a split
-LONGER_FOR_A_REASON: dict[str, str] = {}
+LONGER_FOR_A_REASON: dict[str, str] = {
+    "agenthost._host:__init__": "its signature lists every option of the host, one a line",
+}
 
 
 def test_functions_are_short_or_have_a_reason() -> None:

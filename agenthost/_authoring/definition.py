@@ -35,7 +35,7 @@ from agenthost._authoring.validation import (
 from agenthost._common.frozen import freeze
 from agenthost._errors import DefinitionProblem, InvalidArgumentsError, ToolDefinitionError
 
-__all__ = ["NAME_PATTERN", "NAME_RULE", "ToolDefinition", "ToolHints"]
+__all__ = ["NAME_PATTERN", "NAME_RULE", "ToolDefinition", "ToolHints", "check_schema"]
 
 # The host's own rule for tool names: what OpenAI and Anthropic accept, so a name that
 # passes it only needs a look at Gemini's first character, and MCP never refuses it. Each
@@ -180,7 +180,7 @@ class ToolDefinition:
         if built is not None:
             _check_examples(opts.examples, built[1], problems)
         if output_schema is not None:
-            _check_schema(output_schema, "output_schema", problems)
+            check_schema(output_schema, "output_schema", problems)
         if problems or built is None:
             raise ToolDefinitionError(function=name, tool=name, problems=problems)
         schema, validator = built
@@ -332,7 +332,8 @@ def _signature_input(
     return schema, PydanticArgumentValidator(name, built.validator, schema, recheck=built.recheck)
 
 
-def _check_schema(schema: Any, what: str, problems: list[DefinitionProblem]) -> bool:
+def check_schema(schema: Any, what: str, problems: list[DefinitionProblem]) -> bool:
+    """Whether ``schema`` is a valid JSON Schema of an object; a problem says why not."""
     if not isinstance(schema, Mapping):
         problems.append(DefinitionProblem(f"{what} must be a JSON Schema object (a dict)"))
         return False
@@ -361,7 +362,7 @@ def _hand_written_input(
     signature: Signature,
     problems: list[DefinitionProblem],
 ) -> tuple[dict[str, Any], ArgumentValidator] | None:
-    if not _check_schema(schema, "input_schema", problems):
+    if not check_schema(schema, "input_schema", problems):
         return None
     properties = schema.get("properties") or {}
     required = set(schema.get("required") or ())

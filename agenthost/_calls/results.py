@@ -134,12 +134,23 @@ Rendered = tuple[str, Any, bool]  # output, data, truncated
 
 
 class Prerendered:
-    """A value rendered elsewhere (in a worker process): ``render`` passes it through."""
+    """A value rendered elsewhere (in a worker process), ``size`` bytes as it arrived:
+    ``render`` applies the host's own limits to it again."""
 
-    __slots__ = ("data", "output", "truncated")
+    __slots__ = ("data", "output", "size", "truncated")
 
-    def __init__(self, output: str, data: Any, truncated: bool) -> None:
-        self.output, self.data, self.truncated = output, data, truncated
+    def __init__(self, output: str, data: Any, truncated: bool, size: int) -> None:
+        self.output, self.data, self.truncated, self.size = output, data, truncated, size
+
+    def limited(self, max_output: int) -> Rendered:
+        output, data, truncated = _limited(self.output, self.data, max_output)
+        if data is not None and self.size > max_output and _json_size(data) > max_output:
+            data = None  # as for a value rendered here: data too large to keep is dropped
+        return output, data, truncated or self.truncated
+
+
+def _json_size(data: Any) -> int:
+    return len(pydantic_core.to_json(data))
 
 
 def normalise(value: Any, max_output: int) -> ToolResult:
@@ -157,7 +168,8 @@ def render(value: Any, max_output: int) -> Rendered:
     if value is None:
         return "", None, False
     if kind is Prerendered:
-        return value.output, value.data, value.truncated
+        prerendered: Prerendered = value
+        return prerendered.limited(max_output)
     if kind is int:
         try:
             return str(value), value, False

@@ -5,13 +5,18 @@ yields (the whole output at once for other tools) and ``completed`` with the
 result. ``astream_many`` runs its calls concurrently but hands out each call's
 events whole and in input order, so outputs never interleave, as a single
 speaker would. The sync forms bridge from the host's loop thread.
+
+Nothing is read ahead of a reader that stops: a sink gets an acknowledgement
+with each chunk, called when the reader takes it (a worker's stream waits for
+it, see ``_isolation.supervisor``); the sync forms fetch one event at a time;
+and the calls a reader has not reached yet buffer at most :data:`AHEAD` events.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import queue
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -21,7 +26,9 @@ from agenthost._calls.reading import Call, read_call
 from agenthost._calls.results import ToolResult
 from agenthost._calls.workers import LoopThread, WorkerPool
 
-__all__ = ["StreamEvent", "Streaming"]
+__all__ = ["AHEAD", "StreamEvent", "Streaming"]
+
+AHEAD = 64  # events a call of stream_many buffers before its reader gets to it
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +86,9 @@ class Streaming:
         events: asyncio.Queue[Any] = asyncio.Queue()
         streamed = False
 
-        def sink(text: str) -> None:
-            loop.call_soon_threadsafe(events.put_nowait, StreamEvent("delta", cid, name, text))
+        def sink(text: str, ack: Callable[[], None] | None = None) -> None:
+            event = StreamEvent("delta", cid, name, text)
+            loop.call_soon_threadsafe(events.put_nowait, (event, ack))
 
         token = _sink.set(sink)  # the task below starts with a copy of this context
         try:
@@ -99,7 +107,10 @@ class Streaming:
         task.add_done_callback(lambda _: events.put_nowait(_DONE))
         try:
             yield StreamEvent("started", cid, name)
-            while (event := await events.get()) is not _DONE:
+            while (item := await events.get()) is not _DONE:
+                event, ack = item
+                if ack is not None:
+                    ack()  # the reader took it: the tool may send that much more
                 streamed = True
                 yield event
             result = task.result()
@@ -120,7 +131,7 @@ class Streaming:
     ) -> AsyncIterator[StreamEvent]:
         """Run calls concurrently; deliver each call's events whole, in input order."""
         specs = [read_call(call) for call in calls]
-        queues: list[asyncio.Queue[StreamEvent]] = [asyncio.Queue() for _ in specs]
+        queues: list[asyncio.Queue[StreamEvent]] = [asyncio.Queue(AHEAD) for _ in specs]
 
         async def run(index: int, spec: Any) -> None:
             if isinstance(spec, ToolResult):
@@ -162,25 +173,31 @@ class Streaming:
         return self._bridge(self.astream_many(list(calls), **options))
 
     def _bridge(self, events: AsyncIterator[StreamEvent]) -> Iterator[StreamEvent]:
-        channel: queue.Queue[Any] = queue.Queue()
-
-        async def pump() -> None:
-            try:
-                async for event in events:
-                    channel.put(event)
-            finally:
-                channel.put(_DONE)
-
-        future = self._loop().submit(pump())
+        """Each event fetched from the host's loop when the reader asks for it."""
+        loop = self._loop()
         try:
             while True:
+                future = loop.submit(_next(events))
                 with self._pool.blocking():  # a tool streaming a nested call
-                    event = channel.get()
+                    event = future.result()
                 if event is _DONE:
                     break
                 yield event
-            future.result()
         except concurrent.futures.CancelledError:
             pass  # the host stopped under the stream
         finally:
-            future.cancel()
+            with contextlib.suppress(RuntimeError):  # the loop is gone already
+                loop.submit(_close(events))
+
+
+async def _next(events: AsyncIterator[StreamEvent]) -> Any:
+    try:
+        return await events.__anext__()
+    except StopAsyncIteration:
+        return _DONE
+
+
+async def _close(events: AsyncIterator[StreamEvent]) -> None:
+    close = getattr(events, "aclose", None)
+    if close is not None:
+        await close()

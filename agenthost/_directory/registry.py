@@ -356,6 +356,9 @@ class Registry:
         elif worker is not None and worker.state == "quarantined":
             status = "quarantined"
             error = f"its worker {worker.last_exit} again and again; save the plugin to retry"
+        elif worker is not None and worker.state == "failed":
+            status = "failed"
+            error = f"its worker was stopped: it {worker.last_exit}; save the plugin to retry"
         elif state.collision or lost:
             status, error = "conflict", state.collision or "; ".join(lost)
         return PluginInfo(
@@ -369,7 +372,7 @@ class Registry:
             content_hash=serving.content_hash if serving else "",
             problems=serving.problems if serving else (),
             definition_errors=serving.definition_errors if serving else (),
-            isolation=serving.isolation if serving else "in-process",
+            isolation=(serving or failure or _NOT_LOADED).isolation,
             worker=serving.worker if serving else None,
             warnings=serving.warnings if serving else (),
             load_ms=serving.load_ms if serving else 0.0,
@@ -390,6 +393,9 @@ class Registry:
                 callback(change)
             except Exception:  # noqa: BLE001 - a listener's bug must not break the registry
                 logger.exception("on_change callback {!r} failed", callback)
+
+
+_NOT_LOADED = LoadFailure("")
 
 
 def _failed(state: _State, failure: LoadFailure, path: str) -> PluginEvent:

@@ -57,6 +57,7 @@ class LoadFailure:
     file: str | None = None
     line: int | None = None
     traceback: str = ""
+    isolation: str = "in-process"  # where the version that failed was to run
 
     @property
     def location(self) -> str:

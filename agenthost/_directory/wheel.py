@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import csv
+import email.parser
 import hashlib
 import io
 import os
@@ -35,7 +36,14 @@ from packaging.utils import canonicalize_name
 
 from agenthost._errors import WheelError
 
-__all__ = ["ENTRY_POINT_GROUP", "Wheel", "WheelError", "open_wheel", "prune_cache"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Wheel",
+    "WheelError",
+    "distribution_name",
+    "open_wheel",
+    "prune_cache",
+]
 
 
 ENTRY_POINT_GROUP = "agenthost.plugins"
@@ -95,6 +103,17 @@ def open_wheel(data: bytes, cache_dir: Path) -> Wheel:
         missing=missing_requirements(distribution.requires or []),
         sources={root / path: data for path, data in files.items() if path.endswith(".py")},
     )
+
+
+def distribution_name(data: bytes) -> str:
+    """The canonical name a wheel's metadata gives, once the archive is verified: the name
+    its plugin has, known without extracting or importing anything."""
+    files, dist_info = _verified_files(data)
+    metadata = files.get(f"{dist_info}/METADATA", b"").decode("utf-8", "replace")
+    name = email.parser.HeaderParser().parsestr(metadata)["Name"]
+    if not name:
+        raise WheelError(f"{dist_info}/METADATA lacks Name or Version")
+    return canonicalize_name(name)
 
 
 def prune_cache(cache_dir: Path, older_than: float = 24 * 3600) -> None:

@@ -1,87 +1,104 @@
-"""Worker interpreters started ahead of need, and ending the channel to one.
+"""Worker processes: started ahead of need, in their sandbox and cgroup, and ended whole.
 
-A spare has already imported agenthost and waits for its plugin, so a new worker
-costs the plugin's own import, not an interpreter start. (multiprocessing's
-fork server was tried and dropped: it re-imports the host's ``__main__`` in
-every child.) The channel is a socket pair the child inherits and nothing else.
+A spare has already imported agenthost (and dropped to its own uid) and waits
+for its plugin, so a new worker costs the plugin's own import, not an
+interpreter start. (multiprocessing's fork server was tried and dropped: it
+re-imports the host's ``__main__`` in every child.) Spares are kept per
+:class:`Launch`, since a sandbox is made for one plugin directory and one
+network setting. The channel is a socket pair the child inherits and nothing
+else; its stdout and stderr are one pipe the host relays (see ``logs``).
+
+A sandboxed worker joins its cgroup before bwrap runs (a shell writes its own
+pid into the cgroup, then becomes bwrap), so every process it ever starts is
+counted there. Ending a worker ends all of it: its pid namespace (sandboxed),
+its cgroup's processes, and its process group.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import json
+import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
+from pathlib import Path
 
-__all__ = ["SPARES", "Spares", "hang_up", "shut"]
+from agenthost._isolation.cgroups import Cgroup, create
+from agenthost._isolation.logs import RELAY, Source
+from agenthost._isolation.sandbox import Layout, command
 
+__all__ = ["SPARES", "Launch", "Process", "hang_up", "shut"]
 
-class Spares:
-    """Worker processes started ahead of need, agenthost already imported, waiting for a
-    plugin: taking one costs a message, not an interpreter start."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._ready: list[tuple[subprocess.Popen[bytes], Connection]] = []
-        self._env: dict[str, str] = {}
-
-    def take(self, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Connection]:
-        stale: list[tuple[subprocess.Popen[bytes], Connection]] = []
-        with self._lock:
-            if env != self._env:  # spares started for another environment are no use
-                stale, self._ready, self._env = self._ready, [], env
-            spare = self._ready.pop() if self._ready else None
-        for process, conn in stale:
-            _discard(process, conn)
-        if spare is None or spare[0].poll() is not None:
-            spare = _start(env)
-        threading.Thread(target=self._refill, args=(env,), daemon=True).start()
-        return spare
-
-    def _refill(self, env: dict[str, str]) -> None:
-        started = _start(env)
-        with self._lock:
-            if env == self._env and not self._ready:
-                self._ready.append(started)
-                return
-        _discard(*started)
-
-    def clear(self) -> None:
-        with self._lock:
-            ready, self._ready = self._ready, []
-        for process, conn in ready:
-            _discard(process, conn)
-
-
-SPARES = Spares()
-atexit.register(SPARES.clear)  # spares hang up and exit with the host
-_BOOT = (
+BOOT = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
-    "from agenthost._isolation.worker import run; run(int(sys.argv[2]))"
+    "from agenthost._isolation.worker import boot; boot(int(sys.argv[2]), int(sys.argv[3]))"
 )
+_JOIN = 'for f in $AGENTHOST_CGROUP; do echo $$ > "$f" || exit 125; done; exec "$@"'
 
 
-def _start(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Connection]:
-    """A fresh interpreter with agenthost imported, holding only its end of the channel."""
-    ours, theirs = socket.socketpair()
-    try:
-        process = subprocess.Popen(
-            [sys.executable, "-I", "-c", _BOOT, json.dumps(sys.path), str(theirs.fileno())],
-            pass_fds=[theirs.fileno()],
-            stdin=subprocess.DEVNULL,
-            stdout=2,  # never the host's stdout (the MCP protocol may live there)
-            env=env,
-            cwd=tempfile.gettempdir(),
-            start_new_session=True,  # a Ctrl-C for the host is the host's to handle
-        )
-    finally:
-        theirs.close()
-    return process, Connection(ours.detach())
+@dataclass(frozen=True)
+class Launch:
+    """How to start a worker: its environment, and its sandbox (None: a plain process).
+
+    ``uids`` are the ids a root host gives its workers, one each; ``memory`` and
+    ``pids`` are the cgroup's limits.
+    """
+
+    env: tuple[tuple[str, str], ...]
+    layout: Layout | None = None
+    bwrap: str = ""
+    uids: range | None = None
+    memory: int | None = None
+    pids: int | None = None
+
+
+class Process:
+    """One started worker process and everything that lives and dies with it."""
+
+    def __init__(
+        self,
+        popen: subprocess.Popen[bytes],
+        conn: Connection,
+        output: Source,
+        *,
+        files: Path | None,
+        cgroup: Cgroup | None,
+    ) -> None:
+        self.popen, self.conn, self.output = popen, conn, output
+        self.files = files  # shown to a sandboxed worker as its plugin directory
+        self.cgroup = cgroup
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.files is not None
+
+    def kill(self) -> None:
+        """SIGKILL the worker and every process it started."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGKILL)  # its session, in a plain process
+        with contextlib.suppress(ProcessLookupError):
+            self.popen.kill()  # bwrap: its pid namespace ends with it
+        if self.cgroup is not None:
+            self.cgroup.remove()
+
+    def cleanup(self) -> None:
+        """After it ended: nothing of it left running, its cgroup and files removed."""
+        self.kill()
+        if self.files is not None:
+            shutil.rmtree(self.files.parent, ignore_errors=True)
 
 
 def shut(conn: Connection) -> None:
@@ -102,10 +119,113 @@ def hang_up(conn: Connection) -> None:
     conn.close()
 
 
-def _discard(process: subprocess.Popen[bytes], conn: Connection) -> None:
-    hang_up(conn)
+def start(launch: Launch) -> Process:
+    """A fresh worker process, holding only its end of the channel and its output pipe."""
+    ours, theirs = socket.socketpair()
+    out_r, out_w = os.pipe()
+    uid = -1 if launch.uids is None else launch.uids[next(_uid_slots) % len(launch.uids)]
+    argv = [sys.executable, "-I", "-c", BOOT, json.dumps(sys.path), str(theirs.fileno()), str(uid)]
+    env, files, cgroup = dict(launch.env), None, None
+    if launch.layout is not None:
+        scratch = Path(tempfile.mkdtemp(prefix="worker-", dir=_private_dir()))
+        files = scratch / "plugin"
+        files.mkdir()
+        files.chmod(0o755)  # the root of what the worker sees as its plugin directory
+        layout = replace(launch.layout, files=files)
+        argv = command(launch.bwrap, layout, argv, env, root=launch.uids is not None)
+        cgroup = create(launch.memory, launch.pids)
+        env = {"AGENTHOST_CGROUP": " ".join(cgroup.procs)} if cgroup is not None else {}
+        if cgroup is not None:
+            argv = ["/bin/sh", "-c", _JOIN, "agenthost-worker", *argv]
     try:
-        process.wait(2)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(5)
+        popen = subprocess.Popen(
+            argv,
+            pass_fds=[theirs.fileno()],
+            stdin=subprocess.DEVNULL,
+            stdout=out_w,  # never the host's stdout (the MCP protocol may live there)
+            stderr=out_w,
+            env=env,
+            cwd=tempfile.gettempdir(),
+            start_new_session=True,  # a Ctrl-C for the host is the host's to handle
+        )
+    except BaseException:
+        for fd in (out_r, out_w):
+            os.close(fd)
+        ours.close()
+        if cgroup is not None:
+            cgroup.remove()
+        raise
+    finally:
+        theirs.close()
+    os.close(out_w)
+    output = RELAY.attach(out_r, f"worker {popen.pid}")
+    return Process(popen, Connection(ours.detach()), output, files=files, cgroup=cgroup)
+
+
+def discard(process: Process) -> None:
+    """End a spare nobody needs: hang up (it exits), then make sure."""
+    hang_up(process.conn)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.popen.wait(2)
+    process.cleanup()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.popen.wait(5)
+
+
+class Spares:
+    """Processes started ahead of need, one waiting per way of launching; taking one
+    costs a message, not an interpreter start."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ready: dict[Launch, Process] = {}
+
+    def take(self, launch: Launch) -> Process:
+        with self._lock:
+            spare = self._ready.pop(launch, None)
+        if spare is None or spare.popen.poll() is not None:
+            if spare is not None:
+                discard(spare)
+            spare = start(launch)
+        threading.Thread(target=self._refill, args=(launch,), daemon=True).start()
+        return spare
+
+    def _refill(self, launch: Launch) -> None:
+        started = start(launch)
+        with self._lock:
+            if launch not in self._ready and len(self._ready) < 8:
+                self._ready[launch] = started
+                return
+        discard(started)
+
+    def release(self, directory: Path | None) -> None:
+        """Discard the spares made for ``directory`` (its host stopped); None: all of them."""
+        with self._lock:
+            gone = [
+                launch
+                for launch in self._ready
+                if directory is None
+                or (launch.layout is not None and launch.layout.directory == directory)
+            ]
+            spares = [self._ready.pop(launch) for launch in gone]
+        for spare in spares:
+            discard(spare)
+
+
+_uid_slots = itertools.count()
+SPARES = Spares()
+atexit.register(SPARES.release, None)  # spares hang up and exit with the host
+
+
+def _private_dir() -> str:
+    """A folder only the host can enter, for the files it shows its workers."""
+    global _PRIVATE
+    with _PRIVATE_LOCK:
+        if _PRIVATE is None or not os.path.isdir(_PRIVATE):
+            _PRIVATE = tempfile.mkdtemp(prefix=f"agenthost-{os.getpid()}-")
+            atexit.register(shutil.rmtree, _PRIVATE, True)
+        return _PRIVATE
+
+
+_PRIVATE: str | None = None
+_PRIVATE_LOCK = threading.Lock()

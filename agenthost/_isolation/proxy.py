@@ -8,21 +8,28 @@ the validated arguments to the worker and waits for its answer.
 
 from __future__ import annotations
 
+import functools
 import inspect
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
+from loguru import logger
 from pydantic import Field
 
-from agenthost._authoring.definition import ToolDefinition
+from agenthost._authoring.definition import ToolDefinition, check_schema
 from agenthost._common.frozen import freeze, thaw
 from agenthost._directory.scan import Source
 from agenthost._directory.version import LoadFailure, PluginVersion
+from agenthost._directory.wheel import WheelError, distribution_name
 from agenthost._errors import DefinitionProblem, ToolDefinitionError
-from agenthost._isolation.options import WorkerOptions
+from agenthost._isolation.options import Sandbox, WorkerOptions
+from agenthost._isolation.processes import Launch
+from agenthost._isolation.protocol import DefinitionError, Hello, Loaded, ToolDescription
+from agenthost._isolation.sandbox import Layout, Probe, lost_guarantees, probe
 from agenthost._isolation.supervisor import Supervisor
 
 __all__ = ["load_isolated"]
@@ -30,44 +37,46 @@ __all__ = ["load_isolated"]
 
 def load_isolated(
     source: Source,
-    cache_dir: Path,
-    content_hash: str,
+    content: tuple[str, Mapping[Path, bytes]],
     *,
+    cache_dir: Path,
     hook_timeout: float,
     options: WorkerOptions,
-    on_quarantine: Callable[[], None] | None = None,
+    sandbox: Sandbox,
+    max_output: int,
+    on_change: Callable[[], None] | None = None,
 ) -> PluginVersion | LoadFailure:
-    """Load ``source`` in a new worker process; the version's tools are proxies to it.
-    ``on_quarantine`` is told when the worker is quarantined (to publish the status)."""
+    """Load ``source`` (``content``: the hash and files the host read) in a new worker
+    process; the version's tools are proxies to it. ``on_change`` is told when the
+    worker is quarantined or fails, to publish the plugin's status."""
     started = time.perf_counter()
-    worker = Supervisor(source, cache_dir, hook_timeout, options, on_quarantine)
-    hello = worker.start()
-    failed = hello.get("failed")
-    if failed is not None or "loaded" not in hello:
+    where = str(source.path)
+    try:
+        expected = _plugin_name(source, content[1])
+    except WheelError as exc:
+        return LoadFailure(f"unusable wheel: {exc}", where, isolation="process")
+    launch = _launch(source, options, sandbox, expected)
+    if isinstance(launch, str):
+        return LoadFailure(launch, where, isolation="process")
+    config = _config(source, cache_dir, hook_timeout, options, launch, max_output)
+    worker = Supervisor(
+        source, options, launch, files=content[1], expected=expected, config=config,
+        on_change=on_change,
+    )  # fmt: skip
+    said = worker.start()
+    if isinstance(said, str) or said.loaded is None:
         worker.stop()
-        failed = failed or {"message": f"the worker {worker.status.last_exit or 'ended'}"}
-        return LoadFailure(
-            failed.get("message") or "the worker failed to load the plugin",
-            failed.get("file") or str(source.path),
-            failed.get("line"),
-            failed.get("traceback") or "",
-        )
-    loaded = hello["loaded"]
-    definitions, errors = [], []
-    for described in loaded["tools"]:
-        try:
-            definitions.append(_proxy(worker, described))
-        except ToolDefinitionError as exc:
-            errors.append(exc)
-    errors += [_error(e) for e in loaded["errors"]]
+        return _failure(said, where)
+    loaded = said.loaded
+    definitions, errors = _definitions(worker, loaded)
     return PluginVersion(
-        name=loaded["name"],
+        name=loaded.name,
         source=source,
-        version=loaded["version"],
-        content_hash=content_hash,
+        version=loaded.version,
+        content_hash=content[0],
         definitions=tuple(definitions),
         definition_errors=tuple(errors),
-        warnings=tuple(loaded["warnings"]),
+        warnings=tuple(loaded.warnings),
         load_ms=(time.perf_counter() - started) * 1000,
         unload_hooks=(worker.stop,),
         isolation="process",
@@ -75,7 +84,85 @@ def load_isolated(
     )
 
 
-def _proxy(worker: Supervisor, described: dict[str, Any]) -> ToolDefinition:
+def _config(
+    source: Source,
+    cache_dir: Path,
+    hook_timeout: float,
+    options: WorkerOptions,
+    launch: Launch,
+    max_output: int,
+) -> dict[str, Any]:
+    """What a worker is told about its plugin and its limits, its first message."""
+    return {
+        "key": source.key, "path": str(source.path), "kind": source.kind,
+        "cache_dir": str(cache_dir), "hook_timeout": hook_timeout,
+        "concurrency": options.concurrency, "env": dict(launch.env),
+        "max_result": min(max_output, options.max_output - 65536),
+        "max_message": options.max_output, "memory_mb": options.memory_mb,
+        "limits": options.limits(processes=launch.layout is not None),
+    }  # fmt: skip
+
+
+def _failure(said: Hello | str, where: str) -> LoadFailure:
+    """Why the worker did not load the plugin: its own report, or what the host saw."""
+    failed = said.failed if not isinstance(said, str) else None
+    if failed is None:
+        return LoadFailure(str(said), where, isolation="process")
+    file = failed.file or where
+    return LoadFailure(failed.message, file, failed.line, failed.traceback, isolation="process")
+
+
+def _plugin_name(source: Source, files: Mapping[Path, bytes]) -> str:
+    """The name the worker must give: the entry's own, or the wheel's metadata's."""
+    if source.kind == "wheel":
+        return distribution_name(files[source.path])
+    return source.path.stem if source.kind == "module" else source.path.name
+
+
+def _launch(source: Source, options: WorkerOptions, sandbox: Sandbox, name: str) -> Launch | str:
+    """How to start this plugin's workers, or why it may not start."""
+    env = tuple((k, os.environ[k]) for k in options.env if k in os.environ)
+    if sandbox == "off":
+        return Launch(env)
+    found = probe(options.bwrap)
+    if not found.available:
+        if sandbox == "required":
+            return f"the sandbox is required, and {found.reason}"
+        _warn_once(found)
+        return Launch(env)
+    layout = Layout(source.path.parent, None, name in options.network, options.tmp_mb)
+    memory = options.memory_mb * 2**20 if options.memory_mb else None
+    uids = options.user_ids if found.root else None
+    return Launch(env, layout, found.bwrap, uids, memory, options.processes)
+
+
+@functools.lru_cache(maxsize=1)
+def _warn_once(found: Probe) -> None:
+    logger.warning(lost_guarantees(found))
+
+
+def _definitions(
+    worker: Supervisor, loaded: Loaded
+) -> tuple[list[ToolDefinition], list[ToolDefinitionError]]:
+    """The host's definitions of the worker's tools, each checked as the loader checks one;
+    a tool that fails is a definition error, as a bad tool in-process is."""
+    definitions: dict[str, ToolDefinition] = {}
+    errors: list[ToolDefinitionError] = [_error(e) for e in loaded.errors]
+    for described in loaded.tools:
+        try:
+            if described.name in definitions:
+                raise _refused(described, "its name is defined twice")
+            definitions[described.name] = _proxy(worker, described)
+        except ToolDefinitionError as exc:
+            errors.append(exc)
+        except Exception as exc:  # noqa: BLE001 - a forged description: refuse that tool
+            errors.append(
+                _refused(described, f"the host cannot use its description ({exc!r:.200})")
+            )
+    return list(definitions.values()), errors
+
+
+def _proxy(worker: Supervisor, described: ToolDescription) -> ToolDefinition:
     """The host's definition of a worker's tool: same schema, a function that forwards.
 
     Where the published schema is made of simple types, the proxy gets the
@@ -83,27 +170,36 @@ def _proxy(worker: Supervisor, described: dict[str, Any]) -> ToolDefinition:
     same compiled validator (and the same messages) as for an in-process tool;
     otherwise the schema itself is the validator (``jsonschema``).
     """
-    name = described["name"]
+    name = described.name
 
     async def proxy(**arguments: Any) -> Any:
         return await worker.call(name, arguments)
 
-    options = {"name": name, "description": described["description"], **described["options"]}
-    definition = _typed(proxy, described["input_schema"], options)
+    options = {"name": name, "description": described.description,
+               **described.options.model_dump()}  # fmt: skip
+    definition = _typed(proxy, described.input_schema, options)
     if definition is None:
         definition = ToolDefinition.from_schema(
-            name, described["input_schema"], function=proxy, **{
+            name, described.input_schema, function=proxy, **{
                 k: v for k, v in options.items() if k != "name"
             }
         )  # fmt: skip
-    output = described["output_schema"]
+    output = described.output_schema
+    problems: list[DefinitionProblem] = []
+    if output is not None and not check_schema(output, "output_schema", problems):
+        raise _refused(described, problems[0].message)
     return replace(
         definition,
         output_schema=freeze(output) if output is not None else None,
-        file=described["file"],
-        line=described["line"],
-        warnings=tuple(described["warnings"]),
+        file=described.file,
+        line=described.line,
+        warnings=tuple(described.warnings),
     )
+
+
+def _refused(described: ToolDescription, why: str) -> ToolDefinitionError:
+    return ToolDefinitionError(function=described.name, tool=described.name, file=described.file,
+                               line=described.line, problems=[DefinitionProblem(why)])  # fmt: skip
 
 
 def _typed(
@@ -170,15 +266,12 @@ def _annotation(prop: Mapping[str, Any]) -> Any:
 _SIMPLE: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool}
 
 
-def _error(described: dict[str, Any]) -> ToolDefinitionError:
-    problems = [
-        DefinitionProblem(p["message"], p.get("parameter"), p.get("line"))
-        for p in described.get("problems", [])
-    ]
+def _error(described: DefinitionError) -> ToolDefinitionError:
+    problems = [DefinitionProblem(p.message, p.parameter, p.line) for p in described.problems]
     return ToolDefinitionError(
-        function=described.get("function") or "?",
-        tool=described.get("tool"),
-        file=described.get("file"),
-        line=described.get("line"),
+        function=described.function or "?",
+        tool=described.tool,
+        file=described.file,
+        line=described.line,
         problems=problems,
     )

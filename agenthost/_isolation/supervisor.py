@@ -1,10 +1,14 @@
-"""The host's side of a worker process: start it, route calls to it, restart or quarantine it.
+"""The host's side of a worker process: start it, route calls to it, restart or stop it.
 
-A :class:`Supervisor` owns the worker of one plugin version. Calls are sent as
-JSON and their answers read by one reader thread per process; a call whose
-caller gives up (a timeout) stops the process for real, and the next call
-starts a fresh one. A crash ends the calls it was running with an error; a
-worker that keeps crashing is quarantined until its plugin's files change.
+A :class:`Supervisor` owns the worker of one plugin version. Calls go out as
+JSON; one reader thread per process reads what comes back and checks all of it
+(see ``protocol``). A call whose caller gives up (a timeout) kills the process
+and everything it started, and the next call starts a fresh one. A crash ends
+the calls it was running with an error; a worker that keeps crashing is
+quarantined, and one that breaks the protocol is stopped and its plugin marked
+failed, each until the plugin's files change. A stream's output is delivered
+only as fast as its reader takes it: the worker may send a window ahead, then
+waits for the host's credit.
 """
 
 from __future__ import annotations
@@ -17,12 +21,12 @@ import json
 import os
 import shutil
 import signal
-import subprocess
+import socket
+import struct
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +36,13 @@ from agenthost._authoring.context import current_context
 from agenthost._calls.results import Prerendered
 from agenthost._directory.scan import Source
 from agenthost._isolation.options import WorkerOptions, WorkerState
-from agenthost._isolation.processes import SPARES, hang_up, shut
+from agenthost._isolation.processes import SPARES, Launch, Process, hang_up, shut
+from agenthost._isolation.protocol import STREAM_WINDOW, Hello, ProtocolError, answer, hello, read
 
 __all__ = ["RemoteError", "Supervisor", "WorkerGone"]
 
 _RESTART_WINDOW = 60.0  # seconds in which crashes are counted
+_SEND_TIMEOUT = 2.0  # seconds a send may wait for a worker that does not read its channel
 _SIGNALS = {
     signal.SIGKILL: "was killed (out of memory, or by someone else)",
     signal.SIGSEGV: "crashed (segmentation fault)",
@@ -52,8 +58,6 @@ class RemoteError(Exception):
 
 @functools.lru_cache(maxsize=256)
 def _remote_error(name: str) -> type[RemoteError]:
-    if not name.isidentifier() or len(name) > 100:  # a worker's word, not a class name
-        name = "RemoteError"
     return type(name, (RemoteError,), {"__module__": "agenthost.worker"})
 
 
@@ -64,19 +68,32 @@ class WorkerGone(Exception):
 class _Run:
     """One process of a worker, and everything that lives and dies with it."""
 
-    def __init__(self, process: subprocess.Popen[bytes], conn: Connection, cwd: str) -> None:
-        self.process, self.conn, self.cwd = process, conn, cwd
+    def __init__(self, process: Process, cwd: str | None) -> None:
+        self.process, self.conn, self.cwd = process, process.conn, cwd
         self.loaded = threading.Event()
-        self.hello: dict[str, Any] = {}
+        self.hello: Hello | None = None
         self.pending: dict[int, _Pending] = {}
         self.stopping = ""  # why the host stops this process, if it does
+        self.broken = ""  # how it broke the protocol, if it did
         self.reader: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
         self._waiters: list[_Pending] = []
+        sock = socket.socket(fileno=self.conn.fileno())  # a worker that stops reading
+        try:  # cannot block a sender for long
+            seconds = struct.pack("ll", int(_SEND_TIMEOUT), 0)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, seconds)
+        finally:
+            sock.detach()
 
     @property
     def ready(self) -> bool:
-        return self.loaded.is_set() and "loaded" in self.hello
+        return self.loaded.is_set() and self.hello is not None and self.hello.loaded is not None
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        data = json.dumps(message, default=str).encode()
+        with self._send_lock:
+            self.conn.send_bytes(data)
 
     def until_loaded(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any] | None:
         """A future on ``loop`` for the first message (None if it came already)."""
@@ -93,56 +110,65 @@ class _Run:
             self.loaded.set()
             waiters, self._waiters = self._waiters, []
         for waiter in waiters:
-            waiter.deliver(("done", None))
+            waiter.finish(("done", None))
 
 
 class Supervisor:
-    """The worker process of one plugin version, replaced when it dies."""
+    """The worker process of one plugin version, replaced when it dies.
+
+    ``files`` is the version the host read (shown to a sandboxed worker as its
+    plugin); ``expected`` is the plugin name its hello must give; ``on_change``
+    is told when the worker's state changes what ``plugins()`` shows.
+    """
 
     def __init__(
         self,
         source: Source,
-        cache_dir: Path,
-        hook_timeout: float,
         options: WorkerOptions,
-        on_quarantine: Callable[[], None] | None = None,
+        launch: Launch,
+        *,
+        files: Mapping[Path, bytes],
+        expected: str,
+        config: Mapping[str, Any],
+        on_change: Callable[[], None] | None = None,
     ) -> None:
-        self.source = source
-        self.options = options
-        self._on_quarantine = on_quarantine
-        self.status = WorkerState()
-        self._env = {k: os.environ[k] for k in options.env if k in os.environ}
-        self._config = {
-            "key": source.key, "path": str(source.path), "kind": source.kind,
-            "cache_dir": str(cache_dir), "hook_timeout": hook_timeout,
-            "concurrency": options.concurrency, "max_output": options.max_output,
-            "env": self._env, "limits": options.limits(), "memory_mb": options.memory_mb,
-        }  # fmt: skip
+        self.source, self.options, self._launch = source, options, launch
+        self._files, self._expected, self._config = files, expected, dict(config)
+        self._on_change = on_change
+        self.status = WorkerState(sandbox="bwrap" if launch.layout is not None else "none")
         self._lock = threading.Lock()
         self._run: _Run | None = None
         self._ids = itertools.count(1)
         self._closed = False
 
     # --- life ----------------------------------------------------------------------------------
-    def start(self) -> dict[str, Any]:
-        """Start the process and wait for its first message (``loaded`` or ``failed``)."""
+    def start(self) -> Hello | str:
+        """Start the process and wait for its hello; what went wrong instead, as text."""
         with self._lock:
             run = self._spawn()
         if not run.loaded.wait(self.options.import_timeout):
             self._stop_run(run, "its import took longer than the limit")
             limit = self.options.import_timeout
-            message = f"the plugin's import did not finish within {limit:g} s; worker stopped"
-            return {"failed": {"message": message}}
+            return f"the plugin's import did not finish within {limit:g} s; worker stopped"
+        if run.hello is None:
+            return f"the worker {self.status.last_exit or 'ended'} before it loaded the plugin"
         return run.hello
 
     def _spawn(self) -> _Run:
         """A new process for this worker (call with the lock held)."""
         self.status.state = "starting"
-        cwd = tempfile.mkdtemp(prefix="agenthost-worker-")
-        process, conn = SPARES.take(self._env)
-        conn.send_bytes(json.dumps({**self._config, "cwd": cwd}).encode())
-        run = self._run = _Run(process, conn, cwd)
+        process = SPARES.take(self._launch)
+        cwd = None
+        config = dict(self._config)
+        if process.files is not None:
+            _write(process.files, self.source.path.parent, self._files)
+            config.update(cwd="/tmp/agenthost-worker-cwd", cache_dir="/tmp/agenthost-cache")
+        else:
+            cwd = config["cwd"] = tempfile.mkdtemp(prefix="agenthost-worker-")
+        process.output.label = f"{self._expected} worker {process.pid}"
+        run = self._run = _Run(process, cwd)
         self.status.pid = process.pid
+        run.send(config)
         run.reader = threading.Thread(
             target=self._read, args=(run,), name="agenthost-worker-reader", daemon=True
         )
@@ -153,15 +179,15 @@ class Supervisor:
         """Hang up; the worker retires its plugin and exits (killed if it does not)."""
         with self._lock:
             self._closed = True
-            self.status.state = "stopped"
+            if self.status.state not in ("quarantined", "failed"):
+                self.status.state = "stopped"
             run, self._run = self._run, None
         if run is None:
             return
-        shut(run.conn)  # the reader sees the end and closes the channel
-        try:
-            run.process.wait(2)
-        except subprocess.TimeoutExpired:
-            run.process.kill()
+        shut(run.conn)  # the reader sees the end, waits for the exit and cleans up
+        with contextlib.suppress(Exception):
+            run.process.popen.wait(2)
+        run.process.kill()
         if run.reader is not None and run.reader is not threading.current_thread():
             run.reader.join(5)
 
@@ -176,58 +202,72 @@ class Supervisor:
             return True
 
     def _stop_run(self, run: _Run, reason: str) -> None:
-        """Stop ``run`` on purpose (not a crash); returns once it is gone."""
+        """Stop ``run`` on purpose (not a crash): kill all of it; returns once it is gone."""
         self._detach(run, reason)
-        process = run.process
-        if process.poll() is None:
-            logger.warning("stopping worker {} of {}: {}", process.pid, self.source.key, reason)
-            process.terminate()
-            try:
-                process.wait(0.5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
+        if run.process.popen.poll() is None:
+            logger.warning("stopping worker {} of {}: {}", run.process.pid, self.source.key, reason)
+        run.process.kill()
+        shut(run.conn)
         if run.reader is not None and run.reader is not threading.current_thread():
             run.reader.join(5)
 
     # --- the channel ---------------------------------------------------------------------------
     def _read(self, run: _Run) -> None:
-        process = run.process
+        popen = run.process.popen
         limit = self.options.max_output + 65536
+        reason = ""
         try:
             while True:
-                self._received(run, json.loads(run.conn.recv_bytes(limit)))
+                if not run.conn.poll(0.25):
+                    if popen.poll() is not None:
+                        break  # it ended, and something it started still holds the channel
+                    continue
+                frame = run.conn.recv_bytes(limit)
+                self._received(run, read(frame), len(frame))
         except (EOFError, OSError) as exc:
-            too_big = isinstance(exc, OSError) and "bad message length" in str(exc)
-            broken = f"sent an answer over the {self.options.max_output:,}-byte output limit"
-            reason = broken if too_big else ""
+            if isinstance(exc, OSError) and "bad message length" in str(exc):
+                limit = self.options.max_output
+                run.broken = f"sent a message over the {limit:,}-byte output limit"
+        except ProtocolError as exc:
+            run.broken = str(exc)
         except Exception as exc:  # noqa: BLE001 - whatever a hostile worker sends ends it
-            reason = f"sent a malformed message ({type(exc).__name__})"
-        if reason:
-            process.kill()
+            run.broken = f"sent a message the host cannot use ({type(exc).__name__})"
+        if run.broken:
+            reason = f"broke the protocol: it {run.broken}"
+            logger.error("worker {} of {} {}", popen.pid, self.source.key, reason)
+            run.process.kill()
         try:
-            process.wait(0.5 if run.stopping else 5)
-        except subprocess.TimeoutExpired:  # hung up but still running: make sure
-            process.kill()
-            process.wait(5)
-        self._ended(run, reason or _exit_reason(process.returncode))
+            popen.wait(0.5 if run.stopping or run.broken else 5)
+        except Exception:  # noqa: BLE001 - hung up but still running: make sure
+            run.process.kill()
+            popen.wait(5)
+        self._ended(run, reason or _exit_reason(popen.returncode, run.process.sandboxed))
 
-    def _received(self, run: _Run, message: dict[str, Any]) -> None:
-        if "loaded" in message or "failed" in message:
-            run.hello = message
+    def _received(self, run: _Run, message: dict[str, Any], size: int) -> None:
+        if run.hello is None and not run.loaded.is_set():
+            run.hello = hello(message, self._expected)
             if self._run is run:
-                self.status.state = "running" if "loaded" in message else "stopped"
+                self.status.state = "running" if run.hello.loaded is not None else "stopped"
             run.mark_loaded()
             return
-        cid = message.get("done", message.get("delta"))
-        pending = run.pending.get(cid) if isinstance(cid, int) else None
-        if pending is None or not isinstance(cid, int):
+        kind, cid, payload = answer(message)
+        pending = run.pending.get(cid)
+        if pending is None:
+            return  # a call the host gave up on, a moment before the worker was stopped
+        if kind == "delta":
+            pending.streamed += len(payload)
+            if pending.streamed - pending.credited > STREAM_WINDOW:
+                raise ProtocolError("streamed more output than its reader allowed")
+            pending.stream(payload, functools.partial(self._credit, run, cid, pending))
             return
-        if "delta" in message:
-            pending.deliver(("delta", message.get("text", "")))
-        else:
-            run.pending.pop(cid, None)
-            pending.deliver(("done", message))
+        run.pending.pop(cid, None)
+        pending.finish((kind, (*payload, size)))
+
+    def _credit(self, run: _Run, cid: int, pending: _Pending, size: int) -> None:
+        """The reader took ``size`` characters: the worker may send that much more."""
+        pending.credited += size
+        with contextlib.suppress(OSError, ValueError):
+            run.send({"credit": cid, "bytes": size})
 
     def _ended(self, run: _Run, reason: str) -> None:
         with self._lock:
@@ -235,18 +275,21 @@ class Supervisor:
             if current:
                 self._run = None
             pending, run.pending = run.pending, {}
-            crashed = current and not self._closed and not run.stopping
+            closed = self._closed
         hang_up(run.conn)
-        shutil.rmtree(run.cwd, ignore_errors=True)
+        run.process.cleanup()
+        if run.cwd is not None:
+            shutil.rmtree(run.cwd, ignore_errors=True)
         if run.stopping:
             reason = f"was stopped ({run.stopping})"
-        if crashed:
+        if run.broken:
+            self._failed(reason)
+        elif current and not closed and not run.stopping:
             self._crashed(reason)
         run.mark_loaded()
+        tail = "save the plugin to retry" if run.broken else "it is restarted for the next call"
         for call in pending.values():
-            call.deliver(
-                ("gone", f"the worker process {reason}; it is restarted for the next call")
-            )
+            call.finish(("gone", f"the worker process {reason}; {tail}"))
 
     def _crashed(self, reason: str) -> None:
         status = self.status
@@ -260,13 +303,19 @@ class Supervisor:
                 "save the plugin again to retry",
                 self.source.key, reason, len(status.crashes),
             )  # fmt: skip
-            if self._on_quarantine is not None:
-                self._on_quarantine()
+            if self._on_change is not None:
+                self._on_change()
+
+    def _failed(self, reason: str) -> None:
+        """It broke the protocol: no restart until the plugin changes, and ``plugins()`` says so."""
+        self.status.last_exit, self.status.state = reason, "failed"
+        if self._on_change is not None and self.status.pid is not None and not self._closed:
+            self._on_change()
 
     # --- calls ---------------------------------------------------------------------------------
     async def call(self, tool: str, arguments: dict[str, Any]) -> Prerendered:
         """Run ``tool`` in the worker; raises ``RemoteError`` (the tool raised) or
-        ``WorkerGone`` (the worker ended, or is quarantined)."""
+        ``WorkerGone`` (the worker ended, or is quarantined or failed)."""
         ctx = current_context()
         loop = asyncio.get_running_loop()
         pending = _Pending(loop, ctx._sink if ctx is not None else None)
@@ -276,16 +325,16 @@ class Supervisor:
             "session": ctx.session if ctx else None,
             "attributes": _jsonable_attributes(ctx.attributes if ctx else {}),
         }
-        data = json.dumps(
-            {"call": cid, "tool": tool, "arguments": arguments, "context": context}, default=str
-        ).encode()
+        message = {"call": cid, "tool": tool, "arguments": arguments, "context": context}
         run = await self._ready(loop)
         run.pending[cid] = pending
         self.status.calls += 1
         try:
-            run.conn.send_bytes(data)
+            run.send(message)
         except (OSError, ValueError):
             run.pending.pop(cid, None)
+            if run.process.popen.poll() is None:  # alive, but not reading: stop it
+                self._stop_run(run, "it stopped reading its channel")
             raise WorkerGone("the worker process ended before the call reached it") from None
         try:
             kind, payload = await pending.future
@@ -294,28 +343,18 @@ class Supervisor:
             if self._detach(run, f"call {tool} timed out"):  # the next call gets a fresh one
                 logger.warning("stopping worker {} of {}: call {} timed out",
                                run.process.pid, self.source.key, tool)  # fmt: skip
-                run.process.terminate()
-                shut(run.conn)  # its reader sees the end now and kills it if it lingers
+                run.process.kill()
+                shut(run.conn)  # its reader sees the end now
             raise
         if kind == "gone":
             raise WorkerGone(payload)
-        error = payload.get("error")
-        if error is not None:
-            raise _remote_error(str(error.get("type") or "Exception"))(error.get("message", ""))
-        output, data_, truncated = (
-            payload.get("output", ""),
-            payload.get("data"),
-            payload.get("truncated"),
-        )
-        return Prerendered(output, data_, bool(truncated))
+        if kind == "error":
+            raise _remote_error(payload[0])(payload[1])
+        return Prerendered(*payload)
 
     async def _ready(self, loop: asyncio.AbstractEventLoop) -> _Run:
         """The running process, or a fresh one if the last one ended; waits without a thread."""
-        if self.status.state == "quarantined":
-            raise WorkerGone(
-                f"the plugin's worker is quarantined: it {self.status.last_exit} "
-                f"{self.options.max_crashes} times within a minute; save the plugin to retry"
-            )
+        self._refuse_if_stopped_for_good()
         run = self._run
         if run is not None and run.ready:
             return run
@@ -326,6 +365,7 @@ class Supervisor:
             with self._lock:
                 if self._closed:
                     raise WorkerGone("the plugin version was retired")
+                self._refuse_if_stopped_for_good()
                 run = self._run
                 if run is None:
                     self.status.restarts += 1
@@ -336,32 +376,62 @@ class Supervisor:
                 await asyncio.wait_for(loaded, self.options.import_timeout)
             except asyncio.TimeoutError:
                 if self._detach(run, "it did not load the plugin again in time"):
-                    run.process.terminate()
+                    run.process.kill()
                     shut(run.conn)
         if not run.ready or self._run is not run:
             raise WorkerGone("the restarted worker did not load the plugin again")
         return run
 
+    def _refuse_if_stopped_for_good(self) -> None:
+        status = self.status
+        if status.state == "quarantined":
+            raise WorkerGone(
+                f"the plugin's worker is quarantined: it {status.last_exit} "
+                f"{self.options.max_crashes} times within a minute; save the plugin to retry"
+            )
+        if status.state == "failed":
+            raise WorkerGone(
+                f"the plugin's worker was stopped: it {status.last_exit}; save the plugin to retry"
+            )
+
 
 class _Pending:
-    """A call waiting for its worker: deltas go to the stream, the end to the future."""
+    """A call waiting for its worker: stream output goes to its reader, the end to the future."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, sink: Callable[[str], None] | None) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, sink: Callable[..., None] | None) -> None:
         self.loop = loop
         self.sink = sink
         self.future: asyncio.Future[tuple[str, Any]] = loop.create_future()
+        self.streamed = 0  # characters of output received
+        self.credited = 0  # characters of it the reader has taken
 
-    def deliver(self, item: tuple[str, Any]) -> None:
+    def stream(self, text: str, ack: Callable[[int], None]) -> None:
+        """Hand ``text`` to the reader, which acknowledges it when it takes it."""
+        if self.sink is None:  # nobody reads the stream: the answer will hold it all
+            ack(len(text))
+            return
         with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody waits
-            if item[0] == "delta":
-                if self.sink is not None:
-                    self.loop.call_soon_threadsafe(self.sink, item[1])
-            else:
-                self.loop.call_soon_threadsafe(self._resolve, item)
+            self.loop.call_soon_threadsafe(self.sink, text, lambda: ack(len(text)))
+
+    def finish(self, item: tuple[str, Any]) -> None:
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(self._resolve, item)
 
     def _resolve(self, item: tuple[str, Any]) -> None:
         if not self.future.done():
             self.future.set_result(item)
+
+
+def _write(root: Path, directory: Path, files: Mapping[Path, bytes]) -> None:
+    """The version's files, at their place relative to the plugin directory, readable to
+    the worker whatever uid it runs as."""
+    for path, data in files.items():
+        target = root / path.relative_to(directory)
+        for folder in reversed(target.relative_to(root).parents[:-1]):
+            (root / folder).mkdir(exist_ok=True)
+            os.chmod(root / folder, 0o755)
+        target.write_bytes(data)
+        os.chmod(target, 0o644)
 
 
 def _jsonable_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
@@ -375,9 +445,11 @@ def _jsonable_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _exit_reason(code: int | None) -> str:
+def _exit_reason(code: int | None, sandboxed: bool) -> str:
     if code is None:
         return "stopped answering"
+    if sandboxed and code > 128:  # bwrap exits with 128 + the signal that ended the worker
+        code = 128 - code
     if code < 0:
         try:
             return _SIGNALS.get(signal.Signals(-code), f"was ended by signal {-code}")
