@@ -59,11 +59,7 @@ def load_isolated(
     if isinstance(launch, str):
         return LoadFailure(launch, where, isolation="process")
     config = _config(source, cache_dir, hook_timeout, options, launch, max_output)
-    worker = Supervisor(
-        source, options, launch, files=content[1], expected=expected, config=config,
-        on_change=on_change,
-    )  # fmt: skip
-    said = worker.start()
+    worker, said = _start(source, content[1], options, launch, expected, config, on_change)
     if isinstance(said, str) or said.loaded is None:
         worker.stop()
         return _failure(said, where)
@@ -101,6 +97,43 @@ def _config(
         "max_message": options.max_output, "memory_mb": options.memory_mb,
         "limits": options.limits(processes=launch.layout is not None),
     }  # fmt: skip
+
+
+def _start(
+    source: Source,
+    files: Mapping[Path, bytes],
+    options: WorkerOptions,
+    launch: Launch,
+    expected: str,
+    config: dict[str, Any],
+    on_change: Callable[[], None] | None,
+) -> tuple[Supervisor, Hello | str]:
+    """A worker and its hello; one allowed the network that none of its tools declares
+    needing is started again without it."""
+    worker = Supervisor(source, options, launch, files=files, expected=expected, config=config,
+                        on_change=on_change)  # fmt: skip
+    said = worker.start()
+    if launch.layout is None or not launch.layout.network or _declares_network(said):
+        return worker, said
+    worker.stop()
+    logger.warning(_NO_NETWORK_NEEDED, expected)
+    launch = replace(launch, layout=replace(launch.layout, network=False))
+    return _start(source, files, options, launch, expected, config, on_change)
+
+
+def _declares_network(said: Hello | str) -> bool:
+    """Whether one of the plugin's tools declares a permission to use the network."""
+    if isinstance(said, str) or said.loaded is None:
+        return True  # nothing to judge by: the failure is reported as it is
+    permissions = (p for tool in said.loaded.tools for p in tool.options.permissions)
+    return any(p.startswith(_NETWORK) or p == "*" for p in permissions)
+
+
+_NETWORK = ("http.", "https.", "network.", "net.", "socket.")
+_NO_NETWORK_NEEDED = (
+    "plugin {} may use the network, but none of its tools declares a network permission "
+    "(http.*, network.*); it runs without"
+)
 
 
 def _failure(said: Hello | str, where: str) -> LoadFailure:

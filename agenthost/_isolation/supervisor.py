@@ -44,7 +44,7 @@ __all__ = ["RemoteError", "Supervisor", "WorkerGone"]
 _RESTART_WINDOW = 60.0  # seconds in which crashes are counted
 _SEND_TIMEOUT = 2.0  # seconds a send may wait for a worker that does not read its channel
 _SIGNALS = {
-    signal.SIGKILL: "was killed (out of memory, or by someone else)",
+    signal.SIGKILL: "was killed (at its memory or CPU time limit, or by someone else)",
     signal.SIGSEGV: "crashed (segmentation fault)",
     signal.SIGXCPU: "used up its CPU time limit",
     signal.SIGABRT: "aborted",
