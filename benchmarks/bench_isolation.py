@@ -1,4 +1,8 @@
-"""What process isolation costs: per call, per worker start, per timeout, under threads."""
+"""What process isolation costs: per call, per worker start, per timeout, under threads.
+
+Workers in their sandbox (bubblewrap, the default where the system allows it)
+are measured next to plain worker processes (``sandbox="off"``) in the same run.
+"""
 
 from __future__ import annotations
 
@@ -28,22 +32,28 @@ def nap(seconds: float) -> str:
 """
 
 
-def _hosts(directory: Path) -> tuple[PluginHost, PluginHost]:
+def _hosts(directory: Path) -> tuple[PluginHost, PluginHost, PluginHost]:
     (directory / "calc.py").write_text(PLUGIN)
     options = {"installed": False, "cache_dir": directory / "cache"}
     near = PluginHost(directory, **options).start()  # type: ignore[arg-type]
     far = PluginHost(directory, isolation="process", **options).start()  # type: ignore[arg-type]
-    return near, far
+    plain = PluginHost(directory, isolation="process", sandbox="off", **options).start()  # type: ignore[arg-type]
+    assert far.plugins()[0].worker.sandbox == "bwrap", "no sandbox here: install bubblewrap"
+    return near, far, plain
 
 
-def _per_call(near: PluginHost, far: PluginHost) -> None:
+def _per_call(near: PluginHost, far: PluginHost, plain: PluginHost) -> None:
     arguments = '{"a": 1, "b": 2}'
     rows = [
         ("in-process, inline (no timeout)", measure(lambda: near.execute("add", arguments))),
         ("in-process, worker thread (timeout)",
          measure(lambda: near.execute("add", arguments, timeout=10))),
-        ("process, no timeout", measure(lambda: far.execute("add", arguments))),
-        ("process, with a timeout", measure(lambda: far.execute("add", arguments, timeout=10))),
+        ("process, sandboxed, no timeout", measure(lambda: far.execute("add", arguments))),
+        ("process, sandboxed, with a timeout",
+         measure(lambda: far.execute("add", arguments, timeout=10))),
+        ("process, no sandbox, no timeout", measure(lambda: plain.execute("add", arguments))),
+        ("process, no sandbox, with a timeout",
+         measure(lambda: plain.execute("add", arguments, timeout=10))),
     ]  # fmt: skip
     table("per call (sync tool, 2 int arguments)", rows, "in-process, worker thread (timeout)")
 
@@ -54,21 +64,21 @@ def _starts(directory: Path) -> None:
         started = time.perf_counter()
         subprocess.run([sys.executable, "-c", "import agenthost._isolation.worker"], check=True)
         cold.append(time.perf_counter() - started)
-    warm = []
-    with PluginHost(directory, installed=False, isolation="process",
-                    cache_dir=directory / "cache") as host:  # fmt: skip
-        [plugin] = host.plugins()
-        for _ in range(30):
-            host.execute("nap", {"seconds": 5}, timeout=0.05)  # kills the worker
-            time.sleep(0.3)  # let the spare pool refill, as it would between crashes
-            started = time.perf_counter()
-            host.execute("add", {"a": 1, "b": 2})  # starts, loads and calls a fresh worker
-            warm.append(time.perf_counter() - started)
-        assert plugin.worker.restarts >= 30
-    table("worker start", [
-        ("fresh interpreter importing agenthost (cold)", Stats(cold)),
-        ("from the pre-started pool: load plugin + first call", Stats(warm)),
-    ])  # fmt: skip
+    rows = [("fresh interpreter importing agenthost (cold)", Stats(cold))]
+    for label, sandbox in (("sandboxed", "auto"), ("no sandbox", "off")):
+        warm = []
+        with PluginHost(directory, installed=False, isolation="process", sandbox=sandbox,
+                        cache_dir=directory / "cache") as host:  # type: ignore[arg-type]  # fmt: skip
+            [plugin] = host.plugins()
+            for _ in range(30):
+                host.execute("nap", {"seconds": 5}, timeout=0.05)  # kills the worker
+                time.sleep(0.3)  # let the spare pool refill, as it would between crashes
+                started = time.perf_counter()
+                host.execute("add", {"a": 1, "b": 2})  # starts, loads and calls a fresh worker
+                warm.append(time.perf_counter() - started)
+            assert plugin.worker.restarts >= 30
+        rows.append((f"from the pool, {label}: load plugin + first call", Stats(warm)))
+    table("worker start", rows)
 
 
 def _timeouts(far: PluginHost) -> None:
@@ -100,11 +110,12 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _throughput(near: PluginHost, far: PluginHost) -> None:
+def _throughput(near: PluginHost, far: PluginHost, plain: PluginHost) -> None:
     print("\n## calls per second with 8 threads (2 s each)")
     for label, host, timeout in [
         ("in-process, worker thread", near, 10.0),
-        ("process", far, None),
+        ("process, sandboxed", far, None),
+        ("process, no sandbox", plain, None),
     ]:
         rate = calls_per_second(
             lambda host=host, timeout=timeout: host.execute(
@@ -116,14 +127,15 @@ def _throughput(near: PluginHost, far: PluginHost) -> None:
 
 def main() -> None:
     directory = Path(tempfile.mkdtemp(prefix="agenthost-bench-isolation-"))
-    near, far = _hosts(directory)
+    near, far, plain = _hosts(directory)
     try:
-        _per_call(near, far)
+        _per_call(near, far, plain)
         _timeouts(far)
-        _throughput(near, far)
+        _throughput(near, far, plain)
     finally:
         near.stop()
         far.stop()
+        plain.stop()
     _starts(directory)
 
 

@@ -210,6 +210,22 @@ def raise_big(size: int) -> str:
     raise ValueError("y" * size)
 
 
+@tool
+def fill_tmp(megabytes: int) -> str:
+    '''Write many 8 MB files to the worker's /tmp (each under the file size limit).'''
+    for index in range(megabytes // 8):
+        with open(f"/tmp/fill-{index}", "wb") as f:
+            f.write(b"t" * 8 * 2**20)
+    return "filled"
+
+
+@tool
+def my_source() -> str:
+    '''This plugin's file as the worker sees it.'''
+    with open(__file__) as f:
+        return f.read()
+
+
 PRODUCED = [0]
 
 
@@ -381,6 +397,29 @@ def test_a_fork_bomb_stops_at_the_process_limit_and_leaves_nothing(
     assert started < 64
     host.stop()
     wait_for(lambda: not running(tag), timeout=10, what="the fork bomb's processes to end")
+
+
+def test_a_worker_writes_only_its_own_tmp_and_only_so_much(
+    hosts: Callable[..., PluginHost], tmp_path: Path
+) -> None:
+    host = hosts(("attacker", ATTACKER), worker_options=WorkerOptions(tmp_mb=64))
+    full = host.execute("fill_tmp", {"megabytes": 128}, timeout=60)
+    assert full.error is not None
+    assert "No space left on device" in full.error.message
+    seen = output(host, "my_source")
+    (tmp_path / "plugins" / "attacker.py").write_text("# changed on disk, not reloaded\n")
+    assert output(host, "my_source") == seen  # the version the host read, not the disk's
+
+
+def test_the_cgroup_holds_memory_the_address_space_limit_does_not_see(
+    hosts: Callable[..., PluginHost],
+) -> None:
+    options = WorkerOptions(memory_mb=512, tmp_mb=1024)
+    host = hosts(("attacker", ATTACKER), worker_options=options)
+    result = host.execute("fill_tmp", {"megabytes": 768}, timeout=120)  # pages of its tmpfs
+    assert result.error is not None
+    assert "was killed (at its memory or CPU time limit" in result.error.message
+    assert output(host, "produced") == 0  # a fresh worker
 
 
 # --- processes left behind ------------------------------------------------------------------------
@@ -682,7 +721,7 @@ def test_a_worker_has_no_network_unless_it_declares_it_and_the_operator_allows_i
 
 
 def test_without_bubblewrap_the_host_says_what_is_lost_or_refuses(
-    hosts: Callable[..., PluginHost],
+    hosts: Callable[..., PluginHost], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     missing = WorkerOptions(bwrap=f"/nonexistent/{marker()}/bwrap")
     said: list[str] = []
@@ -698,6 +737,9 @@ def test_without_bubblewrap_the_host_says_what_is_lost_or_refuses(
     [warning] = [s for s in said if "without a sandbox" in s]  # once, for both plugins
     assert "bubblewrap is not installed" in warning
     assert "read and write that user's files (the plugin directory too)" in warning
+    monkeypatch.setenv("AGENTHOST_BWRAP", f"/nonexistent/{marker()}/bwrap")
+    by_env = hosts(("neighbour", NEIGHBOUR), sandbox="auto")
+    assert {p.worker.sandbox for p in by_env.plugins()} == {"none"}
     refused = hosts(("neighbour", NEIGHBOUR), worker_options=missing, sandbox="required")
     plugin = {p.name: p for p in refused.plugins()}["neighbour"]
     assert plugin.status == "failed"
@@ -732,3 +774,25 @@ def test_where_the_kernel_refuses_namespaces_required_refuses_and_auto_warns(
     assert "cannot create the namespaces here" in required[2]
     assert done.stderr.count("runs without a sandbox") == 1
     assert "use the network" in done.stderr
+
+
+def test_the_cli_chooses_the_sandbox_and_the_network(
+    tmp_path: Path, server: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agenthost._cli.main import main
+
+    plugins = tmp_path / "plugins"
+    write(plugins / "networker.py", NETWORKER)
+    isolated = ["--isolation", "process", "--output", "text", "--grant", "http.get"]
+    call = ["call", str(plugins), "fetch", json.dumps({"port": server}), *isolated]
+    assert main(call) == 0
+    assert capsys.readouterr().out.startswith("refused")
+    assert main([*call, "--allow-network", "networker"]) == 0
+    assert capsys.readouterr().out == "done\n"
+    for sandbox, shown in (("auto", "sandboxed"), ("off", "no sandbox")):
+        assert main(["list", str(plugins), "--isolation", "process", "--sandbox", sandbox]) == 0
+        assert "process (pid " in (listed := capsys.readouterr().out)
+        assert f", {shown}, running," in listed
+    assert main(["list", str(plugins), "--isolation", "process", "--json"]) == 0
+    [record] = json.loads(capsys.readouterr().out)
+    assert record["worker"]["sandbox"] == "bwrap"

@@ -5,5 +5,5 @@ and ``run`` (``watch``, ``listing``, ``check``, ``new``, ``call``, ``serve``,
 ``schema``); ``arguments`` holds what they share and ``events`` prints the
 plugin log.
 
-May import: _errors, _version, _common, _providers, _directory, _calls, _host, _serve.
+May import: _errors, _version, _common, _providers, _directory, _calls, _isolation, _host, _serve.
 """

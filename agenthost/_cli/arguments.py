@@ -8,8 +8,18 @@ from collections.abc import Callable
 from typing import Any
 
 from agenthost._host import PluginHost
+from agenthost._isolation.options import SANDBOXES, WorkerOptions
 
-__all__ = ["add_command", "count", "directory", "fail", "indent", "isolation", "say_failures"]
+__all__ = [
+    "add_command",
+    "count",
+    "directory",
+    "fail",
+    "host_options",
+    "indent",
+    "isolation",
+    "say_failures",
+]
 
 
 def add_command(
@@ -31,12 +41,34 @@ def directory(sub: argparse.ArgumentParser) -> None:
 
 
 def isolation(sub: argparse.ArgumentParser) -> None:
+    """``--isolation``, and how far worker processes are kept from the host."""
     sub.add_argument(
         "--isolation",
         choices=("in-process", "process"),
         help="where plugins run: in the host (default, unless a plugin asks for its own "
-        "process) or each in a worker process that cannot crash or hang the host",
+        "process) or each in a worker process that cannot crash, hang or reach the host",
     )
+    sub.add_argument(
+        "--sandbox",
+        choices=SANDBOXES,
+        default="auto",
+        help="workers in a kernel sandbox: where the system allows (auto, the default), "
+        "always or not at all (required refuses to start them without), or never (off)",
+    )
+    sub.add_argument(
+        "--allow-network",
+        action="append",
+        default=[],
+        metavar="PLUGIN",
+        help="let this plugin's workers use the network, for tools that declare a network "
+        "permission such as http.get (repeatable); others have none",
+    )
+
+
+def host_options(args: argparse.Namespace) -> dict[str, Any]:
+    """What the isolation options above ask of a ``PluginHost``."""
+    workers = WorkerOptions(network=frozenset(args.allow_network))
+    return {"isolation": args.isolation, "sandbox": args.sandbox, "worker_options": workers}
 
 
 def fail(command: str, message: str) -> int:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from agenthost._calls.results import ToolResult
-from agenthost._cli.arguments import add_command, fail, isolation, say_failures
+from agenthost._cli.arguments import add_command, fail, host_options, isolation, say_failures
 from agenthost._host import PluginHost
 
 __all__ = ["add_parser", "run"]
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if not Path(directory).is_dir():
         return fail("call", f"{directory} is not a directory")
     as_text = args.output == "text" or (args.output is None and sys.stdout.isatty())
-    with PluginHost(directory, isolation=args.isolation) as host:
+    with PluginHost(directory, **host_options(args)) as host:
         say_failures(host, "agenthost call")
         if args.grant:
             host.permissions.grant(args.session, *args.grant)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agenthost._cli.arguments import add_command, count, directory, isolation
+from agenthost._cli.arguments import add_command, count, directory, host_options, isolation
 from agenthost._directory.records import PluginInfo, ToolInfo
 from agenthost._host import PluginHost
 
@@ -26,7 +26,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    with PluginHost(args.dir, isolation=args.isolation) as host:
+    with PluginHost(args.dir, **host_options(args)) as host:
         plugins, tools = host.plugins(), host.tools()
         runs = {p.path: _runs_in(p) for p in plugins}  # while the workers are still there
         records = [{**_plugin_record(p, tools), **_worker_record(p)} for p in plugins]
@@ -68,9 +68,10 @@ def _runs_in(plugin: PluginInfo) -> str:
     worker = plugin.worker
     if plugin.isolation != "process" or worker is None:
         return plugin.isolation
+    sandbox = "sandboxed" if worker.sandbox == "bwrap" else "no sandbox"
     return (
-        f"process (pid {worker.pid}, {worker.state}, {count(worker.calls, 'call')}, "
-        f"{count(worker.restarts, 'restart')})"
+        f"process (pid {worker.pid}, {sandbox}, {worker.state}, "
+        f"{count(worker.calls, 'call')}, {count(worker.restarts, 'restart')})"
     )
 
 
@@ -79,7 +80,8 @@ def _worker_record(plugin: PluginInfo) -> dict[str, Any]:
     state = None
     if worker is not None:
         state = {"state": worker.state, "pid": worker.pid, "calls": worker.calls,
-                 "restarts": worker.restarts, "last_exit": worker.last_exit}  # fmt: skip
+                 "restarts": worker.restarts, "last_exit": worker.last_exit,
+                 "sandbox": worker.sandbox}  # fmt: skip
     return {"isolation": plugin.isolation, "worker": state}
 
 

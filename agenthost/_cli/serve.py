@@ -13,7 +13,7 @@ import gc
 import sys
 from pathlib import Path
 
-from agenthost._cli.arguments import add_command, directory, fail, isolation
+from agenthost._cli.arguments import add_command, directory, fail, host_options, isolation
 from agenthost._cli.events import text_event
 from agenthost._host import PluginHost
 
@@ -125,7 +125,7 @@ def _over_http(args: argparse.Namespace) -> int:
 
 
 def _host(args: argparse.Namespace) -> PluginHost:
-    host = PluginHost(Path(args.dir), watch=True, isolation=args.isolation)
+    host = PluginHost(Path(args.dir), watch=True, **host_options(args))
     host.on_event(lambda event: text_event(event, sys.stderr))
     return host
 

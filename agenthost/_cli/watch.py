@@ -8,7 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
-from agenthost._cli.arguments import add_command, directory, isolation
+from agenthost._cli.arguments import add_command, directory, host_options, isolation
 from agenthost._cli.events import json_event, summary, text_event
 from agenthost._host import PluginHost
 
@@ -29,7 +29,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     debounce = args.debounce / 1000 if args.debounce is not None else None
-    host = PluginHost(Path(args.dir), watch=True, debounce=debounce, isolation=args.isolation)
+    host = PluginHost(Path(args.dir), watch=True, debounce=debounce, **host_options(args))
     printer = json_event if args.json else text_event
     host.on_event(lambda event: printer(event, sys.stdout))
     stop = threading.Event()

@@ -39,14 +39,14 @@ class Cgroup:
     def remove(self) -> None:
         """Kill whatever still runs in it, then remove it (retried while processes end)."""
         for attempt in range(50):
-            if not self._kill_all():
+            if not self.kill():
                 break
             time.sleep(0.01 * min(attempt + 1, 10))
         for path in self.paths:
             with contextlib.suppress(OSError):
                 path.rmdir()
 
-    def _kill_all(self) -> bool:
+    def kill(self) -> bool:
         """SIGKILL every process in the cgroup; whether any was left to kill."""
         left = False
         for path in self.paths:

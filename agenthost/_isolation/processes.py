@@ -86,17 +86,19 @@ class Process:
         return self.files is not None
 
     def kill(self) -> None:
-        """SIGKILL the worker and every process it started."""
+        """SIGKILL the worker and every process it started; returns at once."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, signal.SIGKILL)  # its session, in a plain process
         with contextlib.suppress(ProcessLookupError):
             self.popen.kill()  # bwrap: its pid namespace ends with it
         if self.cgroup is not None:
-            self.cgroup.remove()
+            self.cgroup.kill()
 
     def cleanup(self) -> None:
         """After it ended: nothing of it left running, its cgroup and files removed."""
         self.kill()
+        if self.cgroup is not None:
+            self.cgroup.remove()
         if self.files is not None:
             shutil.rmtree(self.files.parent, ignore_errors=True)
 
