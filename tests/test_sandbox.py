@@ -440,6 +440,18 @@ def test_nothing_a_worker_started_outlives_it(hosts: Callable[..., PluginHost], 
     wait_for(lambda: not running(tag), timeout=10, what="every process of the worker to end")
 
 
+def test_a_plain_worker_in_a_cgroup_leaves_no_daemon_behind(
+    hosts: Callable[..., PluginHost],
+) -> None:
+    """Without a sandbox, setsid daemons leave the process group; the cgroup holds them."""
+    tag = marker()
+    host = hosts(("attacker", ATTACKER), sandbox="off")
+    assert host.plugins()[0].worker.sandbox == "none"
+    assert output(host, "leave_behind", marker=tag) == "left"
+    host.stop()
+    wait_for(lambda: not running(tag), timeout=10, what="the daemons to end with the cgroup")
+
+
 def test_a_reload_and_a_quarantine_leave_no_process_behind(
     hosts: Callable[..., PluginHost], tmp_path: Path
 ) -> None:

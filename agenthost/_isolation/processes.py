@@ -8,10 +8,11 @@ re-imports the host's ``__main__`` in every child.) Spares are kept per
 network setting. The channel is a socket pair the child inherits and nothing
 else; its stdout and stderr are one pipe the host relays (see ``logs``).
 
-A sandboxed worker joins its cgroup before bwrap runs (a shell writes its own
-pid into the cgroup, then becomes bwrap), so every process it ever starts is
-counted there. Ending a worker ends all of it: its pid namespace (sandboxed),
-its cgroup's processes, and its process group.
+A worker joins its cgroup before anything of it runs (a shell writes its own
+pid into the cgroup, then becomes bwrap, or the worker where there is no
+sandbox), so every process it ever starts is counted there. Ending a worker ends
+all of it: its pid namespace (sandboxed), its cgroup's processes, and its
+process group.
 """
 
 from __future__ import annotations
@@ -42,7 +43,10 @@ BOOT = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
     "from agenthost._isolation.worker import boot; boot(int(sys.argv[2]), int(sys.argv[3]))"
 )
-_JOIN = 'for f in $AGENTHOST_CGROUP; do echo $$ > "$f" || exit 125; done; exec "$@"'
+_JOIN = (
+    'for f in $AGENTHOST_CGROUP; do echo $$ > "$f" || exit 125; done; '
+    'unset AGENTHOST_CGROUP; exec "$@"'
+)
 
 
 @dataclass(frozen=True)
@@ -127,7 +131,7 @@ def start(launch: Launch) -> Process:
     out_r, out_w = os.pipe()
     uid = -1 if launch.uids is None else launch.uids[next(_uid_slots) % len(launch.uids)]
     argv = [sys.executable, "-I", "-c", BOOT, json.dumps(sys.path), str(theirs.fileno()), str(uid)]
-    env, files, cgroup = dict(launch.env), None, None
+    env, files = dict(launch.env), None
     if launch.layout is not None:
         scratch = Path(tempfile.mkdtemp(prefix="worker-", dir=_private_dir()))
         files = scratch / "plugin"
@@ -135,10 +139,11 @@ def start(launch: Launch) -> Process:
         files.chmod(0o755)  # the root of what the worker sees as its plugin directory
         layout = replace(launch.layout, files=files)
         argv = command(launch.bwrap, layout, argv, env, root=launch.uids is not None)
-        cgroup = create(launch.memory, launch.pids)
-        env = {"AGENTHOST_CGROUP": " ".join(cgroup.procs)} if cgroup is not None else {}
-        if cgroup is not None:
-            argv = ["/bin/sh", "-c", _JOIN, "agenthost-worker", *argv]
+        env = {}  # bwrap sets the worker's own
+    cgroup = create(launch.memory, launch.pids)
+    if cgroup is not None:
+        argv = ["/bin/sh", "-c", _JOIN, "agenthost-worker", *argv]
+        env = {**env, "AGENTHOST_CGROUP": " ".join(cgroup.procs)}
     try:
         popen = subprocess.Popen(
             argv,

@@ -155,16 +155,17 @@ def _plugin_name(source: Source, files: Mapping[Path, bytes]) -> str:
 def _launch(source: Source, options: WorkerOptions, sandbox: Sandbox, name: str) -> Launch | str:
     """How to start this plugin's workers, or why it may not start."""
     env = tuple((k, os.environ[k]) for k in options.env if k in os.environ)
+    memory = options.memory_mb * 2**20 if options.memory_mb else None
+    plain = Launch(env, memory=memory, pids=options.processes)
     if sandbox == "off":
-        return Launch(env)
+        return plain
     found = probe(options.bwrap)
     if not found.available:
         if sandbox == "required":
             return f"the sandbox is required, and {found.reason}"
         _warn_once(found)
-        return Launch(env)
+        return plain
     layout = Layout(source.path.parent, None, name in options.network, options.tmp_mb)
-    memory = options.memory_mb * 2**20 if options.memory_mb else None
     uids = options.user_ids if found.root else None
     return Launch(env, layout, found.bwrap, uids, memory, options.processes)
 

@@ -110,8 +110,9 @@ def lost_guarantees(probe: Probe) -> str:
         "crash or hang the host and keep their memory, CPU, file and output limits, but "
         "they run as the host's own user: they can signal, trace and read the host and "
         "any process of that user, read and write that user's files (the plugin directory "
-        "too), use the network, and leave processes behind that escape their process "
-        "group. Pass sandbox='required' (agenthost --sandbox required) to refuse instead."
+        "too) and use the network, and, unless the host can give them a cgroup, leave "
+        "processes behind that leave their process group. Pass sandbox='required' "
+        "(agenthost --sandbox required) to refuse instead."
     )
 
 
