@@ -214,7 +214,7 @@ class Supervisor:
     # --- the channel ---------------------------------------------------------------------------
     def _read(self, run: _Run) -> None:
         popen = run.process.popen
-        limit = self.options.max_output + 65536
+        frame_limit = self.options.max_output + 65536  # room for the envelope around an answer
         reason = ""
         try:
             while True:
@@ -222,12 +222,11 @@ class Supervisor:
                     if popen.poll() is not None:
                         break  # it ended, and something it started still holds the channel
                     continue
-                frame = run.conn.recv_bytes(limit)
+                frame = run.conn.recv_bytes(frame_limit)
                 self._received(run, read(frame), len(frame))
         except (EOFError, OSError) as exc:
             if isinstance(exc, OSError) and "bad message length" in str(exc):
-                limit = self.options.max_output
-                run.broken = f"sent a message over the {limit:,}-byte output limit"
+                run.broken = f"sent a message over the {self.options.max_output:,}-byte limit"
         except ProtocolError as exc:
             run.broken = str(exc)
         except Exception as exc:  # noqa: BLE001 - whatever a hostile worker sends ends it
