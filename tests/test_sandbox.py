@@ -808,3 +808,23 @@ def test_the_cli_chooses_the_sandbox_and_the_network(
     assert main(["list", str(plugins), "--isolation", "process", "--json"]) == 0
     [record] = json.loads(capsys.readouterr().out)
     assert record["worker"]["sandbox"] == "bwrap"
+
+
+MIXED = (
+    NEIGHBOUR
+    + '''
+
+@tool
+def bad(*args) -> str:
+    """Bad."""
+    return ""
+'''
+)
+
+
+def test_one_bad_tool_does_not_fail_an_isolated_plugin(hosts: Callable[..., PluginHost]) -> None:
+    host = hosts(("mixed", MIXED))
+    [plugin] = host.plugins()
+    assert (plugin.status, plugin.tools) == ("loaded", ("greet",))
+    assert "*args is not supported" in " ".join(plugin.problems)
+    assert host.execute("greet").output == "hi"

@@ -94,6 +94,7 @@ class Problem(_Strict):
 
 
 class DefinitionError(_Strict):
+    message: Text = ""  # the whole error as text, as ToolDefinitionError.as_dict gives it
     function: Name | None = None
     tool: Name | None = None
     file: Path_ | None = None
