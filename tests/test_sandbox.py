@@ -365,6 +365,60 @@ def test_a_worker_cannot_write_a_plugin_for_the_host_to_load(
 # --- limits it cannot lift ------------------------------------------------------------------------
 
 
+READER = """
+from pathlib import Path
+from agenthost import tool
+
+
+@tool
+def read(name: str) -> str:
+    '''Read a file of the plugin's own.'''
+    return (Path(__file__).parent / name).read_text(errors="replace")
+"""
+
+
+def test_a_plugin_cannot_link_to_the_hosts_files(
+    hosts: Callable[..., PluginHost], tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the host's secret")
+    package = tmp_path / "plugins" / "linker"
+    write(package / "__init__.py", READER)
+    (package / "inside.txt").write_text("mine")
+    (package / "alias.txt").symlink_to(package / "inside.txt")  # a link inside the package is fine
+    (package / "loop").symlink_to(package)  # neither a loop nor a link to / is walked forever
+    (package / "root").symlink_to("/")
+    (tmp_path / "plugins" / "single.py").symlink_to(secret)  # the entry itself, too
+    host = hosts()
+    assert output(host, "read", name="alias.txt") == "mine"
+    assert "outside the plugin directory" in (
+        {p.name: p for p in host.plugins()}["single"].error or ""
+    )
+    for target in (secret, Path("/proc/self/environ")):
+        (package / "stolen.txt").unlink(missing_ok=True)
+        (package / "stolen.txt").symlink_to(target)
+        host.rescan()
+        plugin = {p.name: p for p in host.plugins()}["linker"]
+        assert "stolen.txt is a link to /" in (plugin.error or "")
+        assert "outside the plugin directory" in (plugin.error or "")
+        stolen = host.execute("read", {"name": "stolen.txt"})  # the version before serves on
+        assert stolen.error is not None and "No such file" in stolen.error.message
+
+
+def test_an_in_process_plugin_may_link_and_a_loop_does_not_hang(
+    hosts: Callable[..., PluginHost], tmp_path: Path
+) -> None:
+    shared = tmp_path / "shared.txt"
+    shared.write_text("shared")
+    package = tmp_path / "plugins" / "linker"
+    write(package / "__init__.py", READER)
+    (package / "shared.txt").symlink_to(shared)
+    (package / "loop").symlink_to(package)
+    (package / "up").symlink_to(tmp_path)
+    host = hosts(isolate="in-process")
+    assert output(host, "read", name="shared.txt") == "shared"
+
+
 def test_a_worker_cannot_lift_its_hard_limits(hosts: Callable[..., PluginHost]) -> None:
     options = WorkerOptions(memory_mb=512, cpu_seconds=2, open_files=64)
     host = hosts(("attacker", ATTACKER), worker_options=options)

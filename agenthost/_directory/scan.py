@@ -8,6 +8,7 @@ to import plugin code to do so. Loading a :class:`Source` is ``_loader``'s job.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import time
 from collections.abc import Iterable, Iterator
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 __all__ = [
+    "Files",
     "Kind",
     "Source",
     "changing",
@@ -146,11 +148,23 @@ def plugin_sources(directory: Path) -> dict[str, Source]:
 
 
 def _package_files(path: Path) -> Iterator[Path]:
+    """The package's files in name order. A linked folder is entered only when it lies
+    inside the package and was not walked already: a link to ``/`` or to a folder
+    above it would walk the whole disk or forever."""
+    root = path.resolve()
+    return _walk(path, root, {root})
+
+
+def _walk(path: Path, root: Path, seen: set[Path]) -> Iterator[Path]:
     for child in sorted(path.iterdir()):
         if is_ignored(child.name):
             continue
         if child.is_dir():
-            yield from _package_files(child)
+            real = child.resolve()
+            if real in seen or not real.is_relative_to(root):
+                continue
+            seen.add(real)
+            yield from _walk(child, root, seen)
         elif child.is_file():
             yield child
 
@@ -173,17 +187,49 @@ def last_change(source: Source) -> float:
     return newest
 
 
-def read_source(source: Source) -> tuple[str, dict[Path, bytes]]:
+class Files(dict[Path, bytes]):
+    """A source's files as the host read them, by path, and where each really was:
+    ``real`` maps a file reached through a link to the file it reached."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.real: dict[Path, str] = {}
+
+    def outside(self, directory: Path) -> dict[Path, str]:
+        """The files whose real place is not inside ``directory``."""
+        root = directory.resolve()
+        real = self.real.items()
+        return {path: where for path, where in real if not Path(where).is_relative_to(root)}
+
+
+def read_source(source: Source) -> tuple[str, Files]:
     """The content hash of a source and the bytes it was computed from (``OSError`` if gone)."""
     digest = hashlib.sha256()
     files = [source.path] if source.kind != "package" else list(_package_files(source.path))
-    contents: dict[Path, bytes] = {}
+    contents = Files()
     for path in files:
-        data = path.read_bytes()
+        data, real = _read(path)
         contents[path] = data
+        if real != str(path):
+            contents.real[path] = real
         digest.update(str(path.relative_to(source.path.parent)).encode() + b"\0")
         digest.update(hashlib.sha256(data).digest())
     return digest.hexdigest()[:16], contents
+
+
+def _read(path: Path) -> tuple[bytes, str]:
+    """A file's bytes and the path of the file really read: asked of the open file where
+    the system tells it, so a link swapped after the check cannot hide where it led."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        try:
+            real = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            real = os.path.realpath(path)
+        with os.fdopen(os.dup(fd), "rb") as file:
+            return file.read(), real
+    finally:
+        os.close(fd)
 
 
 def lookalikes(directory: Path, names: Iterable[str] | None = None) -> list[str]:

@@ -22,7 +22,7 @@ from pydantic import Field
 
 from agenthost._authoring.definition import ToolDefinition, check_schema
 from agenthost._common.frozen import freeze, thaw
-from agenthost._directory.scan import Source
+from agenthost._directory.scan import Files, Source
 from agenthost._directory.version import LoadFailure, PluginVersion
 from agenthost._directory.wheel import WheelError, distribution_name
 from agenthost._errors import DefinitionProblem, ToolDefinitionError
@@ -51,6 +51,8 @@ def load_isolated(
     worker is quarantined or fails, to publish the plugin's status."""
     started = time.perf_counter()
     where = str(source.path)
+    if escaped := _outside(source, content[1]):
+        return LoadFailure(escaped, where, isolation="process")
     try:
         expected = _plugin_name(source, content[1])
     except WheelError as exc:
@@ -143,6 +145,21 @@ def _failure(said: Hello | str, where: str) -> LoadFailure:
         return LoadFailure(str(said), where, isolation="process")
     file = failed.file or where
     return LoadFailure(failed.message, file, failed.line, failed.traceback, isolation="process")
+
+
+def _outside(source: Source, files: Mapping[Path, bytes]) -> str | None:
+    """Why the worker may not have these files: one is a link to a file outside the
+    plugin directory, which the host (reading as itself) would hand to the worker."""
+    if not isinstance(files, Files):
+        return None
+    outside = files.outside(source.path.parent)
+    if not outside:
+        return None
+    path, real = min(outside.items())
+    return (
+        f"{path} is a link to {real}, outside the plugin directory; a plugin in a worker "
+        "gets only files inside the plugin directory: copy the file in instead of linking it"
+    )
 
 
 def _plugin_name(source: Source, files: Mapping[Path, bytes]) -> str:
