@@ -8,6 +8,7 @@ tools report what they could do; the host checks what they could not.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -25,7 +26,7 @@ import pytest
 from helpers import replace_atomically, wait_for, write
 from loguru import logger
 
-from agenthost import PluginHost, WorkerOptions
+from agenthost import PluginHost, ToolResult, WorkerOptions
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux namespaces")
 
@@ -402,7 +403,8 @@ def test_a_plugin_cannot_link_to_the_hosts_files(
         assert "stolen.txt is a link to /" in (plugin.error or "")
         assert "outside the plugin directory" in (plugin.error or "")
         stolen = host.execute("read", {"name": "stolen.txt"})  # the version before serves on
-        assert stolen.error is not None and "No such file" in stolen.error.message
+        assert stolen.error is not None
+        assert "No such file" in stolen.error.message
 
 
 def test_an_in_process_plugin_may_link_and_a_loop_does_not_hang(
@@ -642,6 +644,95 @@ def test_a_forged_hello_cannot_smuggle_bad_tools(hosts: Callable[..., PluginHost
     assert "defined twice" in problems
     assert "input_schema is not a valid JSON Schema" in problems
     assert "output_schema is not a valid JSON Schema" in problems
+
+
+def test_a_forged_schema_cannot_make_the_host_fetch_or_backtrack(
+    hosts: Callable[..., PluginHost], server: int
+) -> None:
+    def schema(**word: object) -> dict[str, object]:
+        return {"type": "object", "properties": {"word": {"type": "string", **word}}}
+
+    tools = [
+        {**TOOL, "name": "file_ref", "input_schema": schema(**{"$ref": "file:///etc/hostname"})},
+        {**TOOL, "name": "url_ref", "input_schema": schema(**{"$ref": f"http://127.0.0.1:{server}/"})},
+        {**TOOL, "name": "look_around", "input_schema": schema(pattern="^(?=a)(a+)+$")},
+        {**TOOL, "name": "slow", "input_schema": schema(pattern="^(a+)+$")},
+        {**TOOL, "name": "slow_out", "output_schema": {
+            "type": "object", "properties": {"result": {"type": "string"}},
+            "patternProperties": {"^x": {}}, "unevaluatedProperties": False}},
+    ]  # fmt: skip
+    host = hosts(("forger", FORGED_HELLO % _hello(tools=tools)))
+    [plugin] = host.plugins()
+    assert plugin.tools == ("slow",)
+    problems = " | ".join(plugin.problems)
+    assert "'file:///etc/hostname' refers outside the schema" in problems
+    assert f"'http://127.0.0.1:{server}/' refers outside the schema" in problems
+    assert "pattern '^(?=a)(a+)+$' needs look-around" in problems
+    assert "patternProperties with unevaluatedProperties" in problems
+    refused = host.execute("slow", {"word": "a" * 40 + "!"})  # re would take hours
+    assert refused.error is not None
+    assert refused.error.code == "invalid_arguments"
+
+
+FREEZER = """
+import os, signal
+from agenthost import tool
+
+
+@tool
+def freeze() -> str:
+    '''Stop this whole worker: it reads its channel no more.'''
+    os.kill(os.getpid(), signal.SIGSTOP)
+    return "thawed"
+
+
+@tool
+def measure(text: str) -> int:
+    '''Take a long text.'''
+    return len(text)
+"""
+
+PINGER = """
+from agenthost import tool
+
+
+@tool
+async def ping() -> str:
+    '''Pong.'''
+    return "pong"
+"""
+
+
+def test_a_worker_that_stops_reading_never_stalls_the_callers_loop(
+    hosts: Callable[..., PluginHost],
+) -> None:
+    host = hosts(("freezer", FREEZER), ("pinger", PINGER), isolate={"freezer": "process"})
+
+    async def scenario() -> tuple[float, list[ToolResult], ToolResult]:
+        gaps = [0.0]
+
+        async def heartbeat() -> None:
+            while True:
+                before = time.monotonic()
+                await asyncio.sleep(0.01)
+                gaps.append(time.monotonic() - before)
+
+        beating = asyncio.create_task(heartbeat())
+        frozen = asyncio.create_task(host.aexecute("freeze", {}, timeout=60))
+        text = "x" * 2**18  # forty of these are far more than the channel holds
+        calls = [host.aexecute("measure", {"text": text}, timeout=60) for _ in range(40)]
+        results = await asyncio.gather(*calls)
+        await frozen
+        ping = await host.aexecute("ping", {})
+        beating.cancel()
+        return max(gaps), results, ping
+
+    longest, results, ping = asyncio.run(scenario())
+    assert longest < 1.0  # a liveness bound: a blocking send held the loop 2 s each
+    assert all(r.error is not None for r in results)
+    assert "stopped reading its channel" in (results[-1].error.message if results[-1].error else "")
+    assert ping.output == "pong"
+    assert host.execute("measure", {"text": "abc"}, timeout=30).data == 3  # a fresh worker
 
 
 # --- the result contract --------------------------------------------------------------------------

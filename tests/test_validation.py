@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from typezoo import Person, Point
 
-from agenthost import InvalidArgumentsError, ToolDefinition, tool
+from agenthost import InvalidArgumentsError, ToolDefinition, ToolDefinitionError, tool
 
 
 @tool
@@ -153,3 +153,71 @@ def test_keys_that_are_not_identifiers_are_quoted_in_paths() -> None:
     assert problems(ToolDefinition.from_function(tally), {"counts": {"a b": "x"}}) == [
         ('$.counts["a b"]', 'Input should be a valid integer (got "x")')
     ]
+
+
+# --- hand-written schemas: nothing fetched, no backtracking -------------------------------------
+
+CATASTROPHIC = "^(a+)+$"  # Python's re takes minutes on 40 a's and a '!'
+
+
+def kinds(definition: ToolDefinition, arguments: Any) -> list[tuple[str, str]]:
+    with pytest.raises(InvalidArgumentsError) as caught:
+        definition.validate(arguments)
+    return [(p.path, p.type) for p in caught.value.problems]
+
+
+def hand_written(properties: dict[str, Any], **more: Any) -> ToolDefinition:
+    schema = {"type": "object", "properties": properties, **more}
+    return ToolDefinition.from_schema("hand", schema, description="Hand-written.")
+
+
+def test_a_catastrophic_pattern_is_matched_in_linear_time() -> None:
+    definition = hand_written({"word": {"type": "string", "pattern": CATASTROPHIC}})
+    assert definition.validate({"word": "aaaa"}) == {"word": "aaaa"}
+    assert kinds(definition, {"word": "a" * 40 + "!"}) == [("$.word", "pattern")]
+
+
+def test_pattern_properties_and_additional_properties_match_in_linear_time() -> None:
+    definition = hand_written(
+        {}, patternProperties={CATASTROPHIC: {"type": "integer"}}, additionalProperties=False
+    )
+    assert definition.validate({"aaa": 1}) == {"aaa": 1}
+    assert kinds(definition, {"a" * 40 + "!": 1}) == [("$", "additionalProperties")]
+    assert kinds(definition, {"aa": "x"}) == [("$.aa", "type")]
+
+
+def test_a_pattern_is_searched_not_anchored() -> None:
+    definition = hand_written({"word": {"type": "string", "pattern": "b"}})
+    assert definition.validate({"word": "abc"}) == {"word": "abc"}
+    assert kinds(definition, {"word": "ac"}) == [("$.word", "pattern")]
+
+
+def test_a_trusted_pattern_with_look_around_is_still_matched() -> None:
+    definition = hand_written({"word": {"type": "string", "pattern": "^(?!no)[a-z]+$"}})
+    assert definition.validate({"word": "yes"}) == {"word": "yes"}
+    assert kinds(definition, {"word": "nope"}) == [("$.word", "pattern")]
+
+
+@pytest.mark.parametrize(
+    ("reference", "says"),
+    [
+        ("file:///etc/passwd", "refers outside the schema"),
+        ("http://127.0.0.1:9/schema.json", "refers outside the schema"),
+        ("other.json#/x", "refers outside the schema"),
+        ("#/$defs/missing", "points to nothing in the schema"),
+    ],
+)
+def test_a_reference_out_of_the_schema_or_to_nothing_is_refused_at_definition(
+    reference: str, says: str
+) -> None:
+    with pytest.raises(ToolDefinitionError) as caught:
+        hand_written({"x": {"$ref": reference}})
+    assert says in str(caught.value)
+
+
+def test_a_reference_inside_the_schema_is_followed() -> None:
+    definition = hand_written(
+        {"x": {"$ref": "#/$defs/word"}}, **{"$defs": {"word": {"type": "string"}}}
+    )
+    assert definition.validate({"x": "a"}) == {"x": "a"}
+    assert kinds(definition, {"x": 1}) == [("$.x", "type")]

@@ -8,7 +8,8 @@
   pydantic; ``simple_schema`` does simple signatures without it; ``guards`` make
   the validator accept exactly what the schema publishes; ``formats`` are the
   string formats checked as published; ``schema`` holds pure JSON Schema helpers.
-* ``validation``: a call's raw JSON to keyword arguments, strictly.
+* ``validation``: a call's raw JSON to keyword arguments, strictly;
+  ``jsonschemas`` checks hand-written schemas without fetching or backtracking.
 * ``definition``: ``ToolDefinition`` and the host's tool-name rule.
 * ``context``: the ``ToolContext`` a tool may ask for; ``injected`` marks the
   types the host fills in.

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agenthost._authoring import jsonschemas
 from agenthost._authoring import options as check
 from agenthost._authoring.decorator import ToolOptions, tool_options
 from agenthost._authoring.schema import canonicalize
@@ -352,6 +353,9 @@ def check_schema(schema: Any, what: str, problems: list[DefinitionProblem]) -> b
         problems.append(
             DefinitionProblem(f'{what} must describe an object: {{"type": "object", ...}}')
         )
+        return False
+    if (why := jsonschemas.reference_problem(schema)) is not None:
+        problems.append(DefinitionProblem(f"{what}: {why}"))
         return False
     return True
 

@@ -176,6 +176,11 @@ def _any_case(scheme: str) -> str:
     return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in scheme)
 
 
+# Ours, written with look-around (which the linear pattern engine cannot match) and safe to
+# match with ``re``: no nested repetition. A worker's schema may carry them (see jsonschemas).
+LOOKAROUND_PATTERNS = frozenset({url_pattern(None), DURATION_PATTERN})
+
+
 @functools.cache
 def format_checker() -> jsonschema.FormatChecker:
     """Ours, and jsonschema's checks for the formats whose checkers need no optional library

@@ -35,7 +35,7 @@ import jiter
 from pydantic import ValidationError
 from pydantic_core import SchemaValidator
 
-from agenthost._authoring.formats import format_checker
+from agenthost._authoring import jsonschemas
 from agenthost._common.text import clip, type_name
 from agenthost._errors import ArgumentProblem, InvalidArgumentsError
 
@@ -187,7 +187,7 @@ class PydanticArgumentValidator(ArgumentValidator):
         self._validator = validator
         self._schema = schema
         self._parameters = tuple(schema.get("properties") or ())
-        self._recheck = _schema_validator(schema) if recheck else None
+        self._recheck = jsonschemas.validator(schema) if recheck else None
 
     def validate(self, arguments: RawArguments) -> dict[str, Any]:
         if type(arguments) is str:  # the common case, read inline
@@ -313,19 +313,12 @@ class JsonSchemaArgumentValidator(ArgumentValidator):
 
     def __init__(self, tool: str, schema: Mapping[str, Any]) -> None:
         super().__init__(tool)
-        self._validator = _schema_validator(schema)
+        self._validator = jsonschemas.validator(schema)
 
     def validate(self, arguments: RawArguments) -> dict[str, Any]:
         parsed, _ = self.read(arguments)
         _check_schema(self._validator, self.tool, parsed)
         return parsed
-
-
-def _schema_validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
-    import jsonschema  # on first use: see format_checker()
-
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema, format_checker=format_checker())
 
 
 def _check_schema(validator: jsonschema.protocols.Validator, tool: str, value: Any) -> None:

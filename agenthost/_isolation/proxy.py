@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal, Optional
 from loguru import logger
 from pydantic import Field
 
+from agenthost._authoring import jsonschemas
 from agenthost._authoring.definition import ToolDefinition, check_schema
 from agenthost._common.frozen import freeze, thaw
 from agenthost._directory.scan import Files, Source
@@ -239,6 +240,9 @@ def _proxy(worker: Supervisor, described: ToolDescription) -> ToolDefinition:
     problems: list[DefinitionProblem] = []
     if output is not None and not check_schema(output, "output_schema", problems):
         raise _refused(described, problems[0].message)
+    for what, schema in (("input_schema", described.input_schema), ("output_schema", output)):
+        if schema is not None and (why := jsonschemas.untrusted_problem(schema)) is not None:
+            raise _refused(described, f"{what}: {why}")
     return replace(
         definition,
         output_schema=freeze(output) if output is not None else None,

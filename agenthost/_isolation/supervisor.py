@@ -26,7 +26,8 @@ import struct
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -76,24 +77,67 @@ class _Run:
         self.stopping = ""  # why the host stops this process, if it does
         self.broken = ""  # how it broke the protocol, if it did
         self.reader: threading.Thread | None = None
+        self.stuck: Callable[[], None] = lambda: None  # it stopped reading its channel
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
+        self._closed = False
+        self._backlog: list[bytes] = []  # frames waiting for the worker to read
+        self._writing = False  # a writer thread owns the backlog
         self._waiters: list[_Pending] = []
-        sock = socket.socket(fileno=self.conn.fileno())  # a worker that stops reading
-        try:  # cannot block a sender for long
+        with _attached(self.conn) as sock:  # the writer's waits are bounded
             seconds = struct.pack("ll", int(_SEND_TIMEOUT), 0)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, seconds)
-        finally:
-            sock.detach()
 
     @property
     def ready(self) -> bool:
         return self.loaded.is_set() and self.hello is not None and self.hello.loaded is not None
 
     def send(self, message: Mapping[str, Any]) -> None:
+        """Send without waiting: what the channel cannot take now, a writer thread sends
+        (the caller's event loop must not stall on a worker that stops reading); the
+        writer gives up on it after ``_SEND_TIMEOUT``. ``OSError`` if the channel closed."""
         data = json.dumps(message, default=str).encode()
+        frame = struct.pack("!i", len(data)) + data  # multiprocessing's framing
         with self._send_lock:
-            self.conn.send_bytes(data)
+            if self._closed:
+                raise OSError("the worker's channel is closed")
+            if not self._writing:
+                with _attached(self.conn) as sock:
+                    try:
+                        sent = sock.send(frame, socket.MSG_DONTWAIT)
+                    except BlockingIOError:
+                        sent = 0
+                if sent == len(frame):
+                    return
+                frame, self._writing = frame[sent:], True
+                threading.Thread(target=self._write, name="agenthost-worker-writer",
+                                 daemon=True).start()  # fmt: skip
+            self._backlog.append(frame)
+
+    def _write(self) -> None:
+        with self._send_lock:  # a descriptor of its own: the reader may close the channel's
+            sock = socket.socket(fileno=os.dup(self.conn.fileno()))
+        with sock:
+            while True:
+                with self._send_lock:
+                    chunk, self._backlog = b"".join(self._backlog), []
+                    if not chunk:
+                        self._writing = False
+                        return
+                try:
+                    sock.sendall(chunk)
+                except BlockingIOError:  # waited _SEND_TIMEOUT and it read nothing
+                    break
+                except OSError:
+                    return  # the channel ended
+        self.stuck()
+
+    def close(self) -> None:
+        """Close the channel; a send after this raises ``OSError``."""
+        with self._send_lock:
+            self._closed = True
+            self._backlog = []
+            hang_up(self.conn)
 
     def until_loaded(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any] | None:
         """A future on ``loop`` for the first message (None if it came already)."""
@@ -111,6 +155,16 @@ class _Run:
             waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             waiter.finish(("done", None))
+
+
+@contextlib.contextmanager
+def _attached(conn: Connection) -> Iterator[socket.socket]:
+    """The channel as a socket, for as long as the caller holds its send lock."""
+    sock = socket.socket(fileno=conn.fileno())
+    try:
+        yield sock
+    finally:
+        sock.detach()
 
 
 class Supervisor:
@@ -167,6 +221,7 @@ class Supervisor:
             cwd = config["cwd"] = tempfile.mkdtemp(prefix="agenthost-worker-")
         process.output.label = f"{self._expected} worker {process.pid}"
         run = self._run = _Run(process, cwd)
+        run.stuck = functools.partial(self._stop_run, run, "it stopped reading its channel")
         self.status.pid = process.pid
         run.send(config)
         run.reader = threading.Thread(
@@ -265,7 +320,7 @@ class Supervisor:
     def _credit(self, run: _Run, cid: int, pending: _Pending, size: int) -> None:
         """The reader took ``size`` characters: the worker may send that much more."""
         pending.credited += size
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError):
             run.send({"credit": cid, "bytes": size})
 
     def _ended(self, run: _Run, reason: str) -> None:
@@ -275,7 +330,7 @@ class Supervisor:
                 self._run = None
             pending, run.pending = run.pending, {}
             closed = self._closed
-        hang_up(run.conn)
+        run.close()
         run.process.cleanup()
         if run.cwd is not None:
             shutil.rmtree(run.cwd, ignore_errors=True)
@@ -330,10 +385,8 @@ class Supervisor:
         self.status.calls += 1
         try:
             run.send(message)
-        except (OSError, ValueError):
+        except OSError:
             run.pending.pop(cid, None)
-            if run.process.popen.poll() is None:  # alive, but not reading: stop it
-                self._stop_run(run, "it stopped reading its channel")
             raise WorkerGone("the worker process ended before the call reached it") from None
         try:
             kind, payload = await pending.future

@@ -4,5 +4,5 @@
   notifications; ``results`` the MCP form of a ``ToolResult``.
 * ``http``: streamable HTTP at ``/mcp``; ``tokens`` the bearer tokens of its callers.
 
-May import: _errors, _version, _common, _providers, _directory, _calls, _host.
+May import: _errors, _version, _common, _authoring, _providers, _directory, _calls, _host.
 """

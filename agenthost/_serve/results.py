@@ -14,6 +14,7 @@ from typing import Any
 import jsonschema
 import mcp.types as types
 
+from agenthost._authoring import jsonschemas
 from agenthost._calls.results import ToolResult
 from agenthost._directory.records import ToolInfo
 
@@ -73,7 +74,7 @@ class Answers:
         if entry is None or entry[0] is not schema:
             if len(self._validators) > 1024:
                 self._validators.clear()
-            validator = jsonschema.validators.validator_for(schema)(schema)
+            validator = jsonschemas.validator(schema, formats=False)
             entry = self._validators[id(schema)] = (schema, validator, _quick_check(schema))
         if not isinstance(value, dict):
             return "no JSON object to send"
