@@ -728,3 +728,31 @@ def to_metres(feet: float) -> float:
     '''Feet to metres.'''
     return feet * 0.3048
 """
+
+
+SCREEN_TRICKS = "\x1b[2J\x1b[H\u202eevil\u200b\r"  # clear, home, reverse, hide, rewind
+
+
+def test_plugin_text_reaches_the_terminal_inert(
+    plugin_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTHOST_CACHE_DIR", str(plugin_dir.parent / "cache"))
+    trick = repr(SCREEN_TRICKS)
+    write(plugin_dir / "loud.py", f"raise RuntimeError({trick} + 'no config')\n")
+    write(plugin_dir / "isolated.py", f"""
+        __agenthost_isolation__ = "process"
+        __version__ = "1.0\\nready: 9 plugins" + {trick}
+        from agenthost import tool
+
+        @tool
+        def shout() -> str:
+            "Shout."
+            return {trick}
+        """)  # fmt: skip
+    assert main(["list", str(plugin_dir)]) == 0
+    assert main(["call", str(plugin_dir), "shout", "--output", "text"]) == 0
+    out, err = capsys.readouterr()
+    for text in (out, err):
+        assert not {"\x1b", "\u202e", "\u200b", "\r"} & set(text)
+    assert "\\x1b[2J\\x1b[H\\u202eevil\\u200b\\rno config" in out
+    assert "1.0\\nready: 9 plugins\\x1b[2J" in out  # a worker's one-line field stays one line

@@ -2,21 +2,27 @@
 
 Each command is a module of this room with ``add_parser`` (its options) and
 ``run`` (what it does); ``main(argv)`` is what tests call, and only the CLI
-configures logging.
+configures logging. While a command runs, what it prints and logs passes
+through :class:`_Inert`: text from plugins and tools (an error message, a
+version, a tool's output) reaches the terminal with its controls as escapes.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import BinaryIO, TextIO
 
 from loguru import logger
 
 from agenthost._cli import call, check, listing, new, schema, serve, watch
+from agenthost._common.text import inert
 from agenthost._version import __version__
 
 __all__ = ["main", "parser"]
@@ -51,23 +57,67 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         cli.print_help(sys.stderr)
         return 2
-    logger.remove()
-    logger.add(
-        sys.stderr,
-        level="DEBUG" if getattr(args, "verbose", False) else "WARNING",
-        format="{level}: {message}",
-    )
-    logger.enable("agenthost")
+    with _inert_output():
+        logger.remove()
+        logger.add(
+            sys.stderr,
+            level="DEBUG" if getattr(args, "verbose", False) else "WARNING",
+            format="{level}: {message}",
+        )
+        logger.enable("agenthost")
+        try:
+            if args.needs_directory and not _directory_ready(args):
+                return 2
+            code: int = args.run(args)
+            return code
+        except BrokenPipeError:  # `agenthost list | head`: the reader left, nothing to report
+            _silence_stdout()
+            return 0
+        finally:
+            logger.disable("agenthost")
+
+
+@contextlib.contextmanager
+def _inert_output() -> Iterator[None]:
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Inert(out), _Inert(err)
     try:
-        if args.needs_directory and not _directory_ready(args):
-            return 2
-        code: int = args.run(args)
-        return code
-    except BrokenPipeError:  # `agenthost list | head`: the reader left, nothing to report
-        _silence_stdout()
-        return 0
+        yield
     finally:
-        logger.disable("agenthost")
+        sys.stdout, sys.stderr = out, err
+
+
+class _Inert(io.TextIOBase):
+    """A text stream that writes controls as escapes, but for the colours the CLI uses;
+    bytes written to ``buffer`` (the MCP stdio frames) pass as they are."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        parts = _COLOURS.split(text)
+        self._stream.write("".join(p if i % 2 else inert(p) for i, p in enumerate(parts)))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]  # the stream's, read-only
+        return self._stream.encoding
+
+    @property
+    def buffer(self) -> BinaryIO:
+        return self._stream.buffer
+
+
+_COLOURS = re.compile("(\x1b\\[(?:0|3[1-6])m)")  # what events.py writes
 
 
 def _directory_ready(args: argparse.Namespace) -> bool:

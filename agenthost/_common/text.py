@@ -9,7 +9,15 @@ that encodes as UTF-8.
 
 from __future__ import annotations
 
-__all__ = ["clip", "describe", "exception_text", "printable", "type_name", "utf8"]
+import re
+
+__all__ = ["clip", "describe", "exception_text", "inert", "printable", "type_name", "utf8"]
+
+# C0 and C1 controls but tab and newline, and the characters that move, reorder or hide
+# text on a screen: bidi marks and overrides, zero-width ones, line and paragraph separators.
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff]"
+)
 
 
 def utf8(text: str) -> str:
@@ -63,3 +71,16 @@ def describe(value: object, limit: int = 60) -> str:
 def clip(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, with an ellipsis when cut."""
     return text if len(text) <= limit else text[: max(0, limit - 3)] + "..."
+
+
+def inert(text: str, *, lines: bool = True) -> str:
+    """``text`` safe to show on a terminal: controls become escapes (``\\x1b``), so text
+    from a plugin cannot clear the screen, move the cursor or reorder what is shown.
+    Newlines stay only with ``lines``: a one-line field must not pass off a second line
+    as the host's own."""
+    text = _CONTROL.sub(_escape, utf8(text))
+    return text if lines else text.replace("\n", "\\n")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return repr(match.group())[1:-1]

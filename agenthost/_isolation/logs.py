@@ -13,20 +13,19 @@ its own output.
 from __future__ import annotations
 
 import os
-import re
 import selectors
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 
+from agenthost._common.text import inert
+
 __all__ = ["BURST", "MAX_LINE", "RATE", "RELAY", "Source"]
 
 MAX_LINE = 2000  # characters of one line
 RATE = 64 * 1024  # bytes a second a worker may write, on average
 BURST = 256 * 1024  # bytes it may write at once
-# C0 and C1 controls but tab, and the marks that reorder text on screen
-_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 @dataclass
@@ -126,7 +125,7 @@ def _printable(raw: bytes) -> str:
     text = raw.decode("utf-8", "replace").rstrip("\r")
     if len(text) > MAX_LINE:
         text = f"{text[:MAX_LINE]}... ({len(text) - MAX_LINE} more characters)"
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+    return inert(text, lines=False)
 
 
 def _write(text: str) -> None:

@@ -20,7 +20,9 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import jiter
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from agenthost._common.text import inert
 
 __all__ = [
     "MAX_ERROR",
@@ -50,9 +52,21 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-Name = Annotated[str, Field(max_length=200)]
-Text = Annotated[str, Field(max_length=_TEXT)]
-Path_ = Annotated[str, Field(max_length=4096)]
+def _one_line(text: str) -> str:
+    return inert(text, lines=False)
+
+
+def _lines(text: str) -> str:
+    """Multi-line text a host shows: no line of it may start where the host's own lines do."""
+    return inert(text).replace("\n", "\n  ")
+
+
+# Every text a worker sends is shown by the host one day (a log, the CLI): controls
+# arrive as escapes, and only fields that are text by nature keep their newlines.
+Name = Annotated[str, Field(max_length=200), AfterValidator(_one_line)]
+Text = Annotated[str, Field(max_length=_TEXT), AfterValidator(_lines)]
+Description = Annotated[str, Field(max_length=_TEXT), AfterValidator(inert)]
+Path_ = Annotated[str, Field(max_length=4096), AfterValidator(_one_line)]
 Line = Annotated[int, Field(ge=0, le=10_000_000)]
 Strings = Annotated[list[Name], Field(max_length=1000)]
 
@@ -60,7 +74,7 @@ Strings = Annotated[list[Name], Field(max_length=1000)]
 class Options(_Strict):
     """The ``@tool`` options of a worker's tool, checked again by the host's definition."""
 
-    title: Annotated[str, Field(max_length=1000)] | None
+    title: Annotated[str, Field(max_length=1000), AfterValidator(_one_line)] | None
     permissions: Strings
     timeout: bool | Annotated[float, Field(allow_inf_nan=False)] | None
     tags: Strings
@@ -77,7 +91,7 @@ class Options(_Strict):
 
 class ToolDescription(_Strict):
     name: Name
-    description: Text
+    description: Description
     input_schema: dict[str, Any]
     output_schema: dict[str, Any] | None
     kind: Literal["sync", "async", "generator", "async_generator"]
@@ -104,7 +118,7 @@ class DefinitionError(_Strict):
 
 class Loaded(_Strict):
     name: Name
-    version: Annotated[str, Field(max_length=200)] | None
+    version: Name | None
     tools: Annotated[list[ToolDescription], Field(max_length=MAX_TOOLS)]
     errors: Annotated[list[DefinitionError], Field(max_length=MAX_TOOLS)]
     warnings: Annotated[list[Text], Field(max_length=MAX_TOOLS)]
