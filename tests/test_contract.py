@@ -60,7 +60,11 @@ CALLS: dict[str, Callable[[PluginHost, str, Any], ToolResult]] = {
 def encodes(result: ToolResult) -> None:
     """What the application sends on: the content as UTF-8, the record as JSON."""
     result.content.encode("utf-8")
-    json.loads(result.to_json())
+    json.loads(result.to_json(), parse_constant=refuse)  # strict JSON: no NaN or Infinity
+
+
+def refuse(constant: str) -> None:
+    raise ValueError(f"{constant} is not JSON")
 
 
 # --- tools of every kind, told by their arguments how to misbehave ---------------------------
@@ -102,6 +106,7 @@ RETURNED: dict[str, Callable[[], Any]] = {
     "unrepresentable": Unrepresentable,
     "deep": lambda: deep_list(100_000),
     "nan": lambda: float("nan"),
+    "nan_in_dict": lambda: {"ratio": [float("nan"), float("-inf")]},
     "ok": lambda: "fine",
 }
 

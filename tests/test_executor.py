@@ -373,6 +373,20 @@ def test_current_context_works_on_the_inline_fast_path(host: PluginHost) -> None
 # --- timeouts ---------------------------------------------------------------------------------
 
 
+def test_a_timeout_beyond_what_clocks_can_wait_for_means_none(make_host: Host) -> None:
+    host = make_host(None).start()
+
+    @tool(timeout=1e20)
+    def patient() -> str:
+        """Wait as long as it takes."""
+        return "done"
+
+    host.register(patient)
+    assert host.execute("patient").output == "done"
+    assert host.execute("patient", timeout=1e300).output == "done"
+    assert asyncio.run(host.aexecute("patient", timeout=1e20)).output == "done"
+
+
 def test_timeouts_come_from_the_call_then_the_tool_then_the_host(make_host: Host) -> None:
     host = make_host(None, default_timeout=0.2).start()
 

@@ -183,6 +183,8 @@ def answer_forged(kind: str) -> str:
         "nan": '{"done": %d, "output": "x", "data": NaN, "truncated": false}',
         "surrogate": '{"done": %d, "output": "\\\\ud800", "data": null, "truncated": false}',
         "stranger": '{"done": %d, "output": "x", "data": null, "truncated": false, "x": 1}',
+        "overflow": '{"done": %d, "output": "x", "data": {"n": [1e400]}, "truncated": false}',
+        "delta": '{"delta": %d, "text": "streamed by a tool that does not stream"}',
     }[kind] % cid
     os.write(_channel(), len(body).to_bytes(4, "big") + body.encode())
     time.sleep(30)
@@ -631,6 +633,8 @@ def test_a_forged_hello_cannot_smuggle_bad_tools(hosts: Callable[..., PluginHost
     tools = [
         TOOL,
         {**TOOL, "name": "bad name!"},
+        {**TOOL, "name": ""},
+        {**TOOL, "name": "forever", "options": {**TOOL["options"], "timeout": 1e20}},  # type: ignore[dict-item]
         {**TOOL, "name": "twin"},
         {**TOOL, "name": "twin"},
         {**TOOL, "name": "odd", "input_schema": {"type": "object", "properties": []}},
@@ -638,9 +642,10 @@ def test_a_forged_hello_cannot_smuggle_bad_tools(hosts: Callable[..., PluginHost
     ]
     host = hosts(("forger", FORGED_HELLO % _hello(tools=tools)))
     [plugin] = host.plugins()
-    assert sorted(plugin.tools) == ["fine", "twin"]
+    assert sorted(plugin.tools) == ["fine", "forever", "twin"]
     problems = " | ".join(plugin.problems)
     assert "tool name 'bad name!' is invalid" in problems
+    assert "tool name '' is invalid" in problems
     assert "defined twice" in problems
     assert "input_schema is not a valid JSON Schema" in problems
     assert "output_schema is not a valid JSON Schema" in problems
@@ -738,7 +743,9 @@ def test_a_worker_that_stops_reading_never_stalls_the_callers_loop(
 # --- the result contract --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["int", "none", "nan", "surrogate", "stranger"])
+@pytest.mark.parametrize(
+    "kind", ["int", "none", "nan", "surrogate", "stranger", "overflow", "delta"]
+)
 def test_a_forged_answer_stops_the_worker_and_fails_the_plugin(
     hosts: Callable[..., PluginHost], kind: str
 ) -> None:

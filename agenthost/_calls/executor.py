@@ -23,8 +23,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import itertools
-import math
 import os
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from time import perf_counter
@@ -311,7 +311,8 @@ class Executor:
         limit = timeout if timeout is not None else definition.timeout
         if limit is None:
             limit = self.default_timeout
-        return None if limit is None or math.isinf(limit) else limit
+        # beyond what the system's clocks can wait for (292 years): no limit, not an error
+        return None if limit is None or limit >= threading.TIMEOUT_MAX else limit
 
     def _chain(self, per_call: Iterable[Any]) -> tuple[Interceptor, ...]:
         if not per_call:

@@ -21,8 +21,9 @@ anything else              ``output`` is ``str(value)`` (else ``repr``, else a
 
 An ``output`` longer than the host's ``max_output`` is cut there and ends with
 a visible ``[truncated: ...]`` marker (``truncated`` is True); ``data`` whose
-JSON would be longer is dropped for the same reason, as is data Python's own
-``json`` cannot read back (integers beyond its 4,300-digit limit). Every text
+JSON would be longer is dropped for the same reason, as is data JSON cannot
+carry (``NaN``, ``Infinity``) or Python's own ``json`` cannot read back
+(integers beyond its 4,300-digit limit). Every text
 of a result encodes as UTF-8: lone surrogates become U+FFFD.
 """
 
@@ -190,9 +191,13 @@ def render(value: Any, max_output: int) -> Rendered:
     if len(text) > max_output:
         return _limited(text, None, max_output)
     try:
-        return text, json.loads(text), False
-    except (ValueError, RecursionError):  # integers beyond Python's digit limit
+        return text, json.loads(text, parse_constant=_no_constant), False
+    except (ValueError, RecursionError):  # integers beyond Python's digit limit, NaN
         return text, None, False
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"JSON has no {name}")
 
 
 def _limited(text: str, data: Any, max_output: int) -> Rendered:

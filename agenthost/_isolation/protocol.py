@@ -17,6 +17,7 @@ once, then per call ``{"delta": id, "text"}`` and ``{"done": id, "output",
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 import jiter
@@ -184,6 +185,8 @@ def answer(message: dict[str, Any]) -> tuple[str, int, Any]:
         output, truncated = message["output"], message["truncated"]
         if type(output) is not str or type(truncated) is not bool:
             raise ProtocolError("sent an answer whose output is not text")
+        if not _finite(message["data"]):
+            raise ProtocolError("sent an answer whose data holds a number JSON cannot carry")
         return "done", cid, (output, message["data"], truncated)
     error = message.get("error")
     if keys != _ERROR_KEYS or type(error) is not dict or error.keys() != {"type", "message"}:
@@ -194,3 +197,19 @@ def answer(message: dict[str, Any]) -> tuple[str, int, Any]:
     if type(text) is not str or len(text) > MAX_ERROR:
         raise ProtocolError(f"sent an error message over {MAX_ERROR} characters")
     return "error", cid, (kind, text)
+
+
+def _finite(data: Any) -> bool:
+    """Whether no number in ``data`` is infinite: the reader turns ``1e400`` into one."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is float:
+            if not math.isfinite(item):
+                return False
+        elif kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+    return True

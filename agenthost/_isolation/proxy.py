@@ -21,7 +21,7 @@ from loguru import logger
 from pydantic import Field
 
 from agenthost._authoring import jsonschemas
-from agenthost._authoring.definition import ToolDefinition, check_schema
+from agenthost._authoring.definition import NAME_PATTERN, NAME_RULE, ToolDefinition, check_schema
 from agenthost._common.frozen import freeze, thaw
 from agenthost._directory.scan import Files, Source
 from agenthost._directory.version import LoadFailure, PluginVersion
@@ -222,10 +222,12 @@ def _proxy(worker: Supervisor, described: ToolDescription) -> ToolDefinition:
     same compiled validator (and the same messages) as for an in-process tool;
     otherwise the schema itself is the validator (``jsonschema``).
     """
-    name = described.name
+    name, streams = described.name, described.kind in ("generator", "async_generator")
+    if not NAME_PATTERN.fullmatch(name):
+        raise _refused(described, f"tool name {name!r} is invalid: use {NAME_RULE}")
 
     async def proxy(**arguments: Any) -> Any:
-        return await worker.call(name, arguments)
+        return await worker.call(name, arguments, streams=streams)
 
     options = {"name": name, "description": described.description,
                **described.options.model_dump()}  # fmt: skip

@@ -144,7 +144,7 @@ class _Run:
         with self._lock:
             if self.loaded.is_set():
                 return None
-            waiter = _Pending(loop, None)
+            waiter = _Pending(loop, None, False)
             self._waiters.append(waiter)
             return waiter.future
 
@@ -309,6 +309,8 @@ class Supervisor:
         if pending is None:
             return  # a call the host gave up on, a moment before the worker was stopped
         if kind == "delta":
+            if not pending.streams:
+                raise ProtocolError("streamed output from a tool that does not stream")
             pending.streamed += len(payload)
             if pending.streamed - pending.credited > STREAM_WINDOW:
                 raise ProtocolError("streamed more output than its reader allowed")
@@ -367,12 +369,12 @@ class Supervisor:
             self._on_change()
 
     # --- calls ---------------------------------------------------------------------------------
-    async def call(self, tool: str, arguments: dict[str, Any]) -> Prerendered:
-        """Run ``tool`` in the worker; raises ``RemoteError`` (the tool raised) or
-        ``WorkerGone`` (the worker ended, or is quarantined or failed)."""
+    async def call(self, tool: str, arguments: dict[str, Any], *, streams: bool) -> Prerendered:
+        """Run ``tool`` (a generator if ``streams``) in the worker; raises ``RemoteError``
+        (the tool raised) or ``WorkerGone`` (the worker ended, or is quarantined or failed)."""
         ctx = current_context()
         loop = asyncio.get_running_loop()
-        pending = _Pending(loop, ctx._sink if ctx is not None else None)
+        pending = _Pending(loop, ctx._sink if ctx is not None else None, streams)
         cid = next(self._ids)
         context = {
             "call_id": ctx.call_id if ctx else "",
@@ -450,9 +452,10 @@ class Supervisor:
 class _Pending:
     """A call waiting for its worker: stream output goes to its reader, the end to the future."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, sink: Callable[..., None] | None) -> None:
-        self.loop = loop
-        self.sink = sink
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, sink: Callable[..., None] | None, streams: bool
+    ) -> None:
+        self.loop, self.sink, self.streams = loop, sink, streams
         self.future: asyncio.Future[tuple[str, Any]] = loop.create_future()
         self.streamed = 0  # characters of output received
         self.credited = 0  # characters of it the reader has taken
