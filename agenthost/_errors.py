@@ -25,6 +25,7 @@ __all__ = [
     "ArgumentProblem",
     "DefinitionProblem",
     "InvalidArgumentsError",
+    "SandboxWarning",
     "ToolConflictError",
     "ToolDefinitionError",
     "WheelError",
@@ -141,3 +142,10 @@ class ToolConflictError(AgentHostError):
 
 class WheelError(AgentHostError):
     """A wheel that cannot be used as a plugin, with the reason."""
+
+
+class SandboxWarning(UserWarning):
+    """Workers run with fewer guarantees than the sandbox gives (no bubblewrap, namespaces
+    refused, no system call filter); the message says which are lost. A warning, not a
+    log line, so that an application that never configured logging still hears of it;
+    ``sandbox="required"`` refuses instead."""

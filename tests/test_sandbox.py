@@ -9,12 +9,14 @@ tools report what they could do; the host checks what they could not.
 from __future__ import annotations
 
 import asyncio
+import glob
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -24,14 +26,13 @@ from pathlib import Path
 
 import pytest
 from helpers import replace_atomically, wait_for, write
-from loguru import logger
 
-from agenthost import PluginHost, ToolResult, WorkerOptions
+from agenthost import PluginHost, SandboxWarning, ToolResult, WorkerOptions
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux namespaces")
 
 ATTACKER = """
-import ctypes, os, resource, signal, socket, subprocess, sys, time
+import ctypes, json, os, resource, signal, socket, subprocess, sys, time
 from agenthost import tool
 
 
@@ -162,6 +163,23 @@ def crash_with_a_child_holding_the_channel() -> str:
         time.sleep(30)
         os._exit(0)
     os._exit(2)
+
+
+@tool
+def raw_syscall(name: str, number: int, args: list[int]) -> str:
+    '''Make one system call from a fresh single-threaded child process.'''
+    code = chr(10).join([
+        "import ctypes, json, os, sys",
+        "name, number, args = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])",
+        "libc = ctypes.CDLL(None, use_errno=True)",
+        "done = libc.syscall(number, *args)",
+        "if done == 0 and name == 'clone':",
+        "    os._exit(0)",
+        "print('refused: ' + os.strerror(ctypes.get_errno()) if done == -1 else 'done', end='')",
+    ])
+    argv = [sys.executable, "-c", code, name, str(number), json.dumps(args)]
+    ran = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+    return ran.stdout or ran.stderr[-300:]
 
 
 @tool
@@ -331,7 +349,7 @@ def test_a_worker_cannot_signal_trace_or_read_the_host(
     host = hosts(("attacker", ATTACKER))
     me = os.getpid()
     assert output(host, "signal_pid", pid=me) == "refused: No such process"
-    assert output(host, "trace", pid=me) == "refused: No such process"
+    assert output(host, "trace", pid=me).startswith("refused")
     assert output(host, "open_file", path=f"/proc/{me}/mem", mode="w").startswith("refused")
     assert output(host, "open_file", path=f"/proc/{me}/environ").startswith("refused")
     assert output(host, "signal_pid", pid=victim.pid, number=signal.SIGKILL).startswith("refused")
@@ -421,6 +439,37 @@ def test_an_in_process_plugin_may_link_and_a_loop_does_not_hang(
     (package / "up").symlink_to(tmp_path)
     host = hosts(isolate="in-process")
     assert output(host, "read", name="shared.txt") == "shared"
+
+
+SYSCALLS = {  # harmless arguments: each call, if it were let through, does nothing lasting
+    "unshare": [0x10000000],  # a user namespace of its own: it could mount past its limits
+    "clone": [0x10000000 | 17, 0, 0, 0, 0],  # the same through clone's flags
+    "io_uring_setup": [1, 0],
+    "keyctl": [0, -3, 0],  # KEYCTL_GET_KEYRING_ID of the session keyring
+    "ptrace": [0, 0, 0, 0],  # PTRACE_TRACEME
+    "process_vm_readv": [1, 0, 0, 0, 0, 0],
+    "perf_event_open": [0, 0, -1, -1, 0],
+    "userfaultfd": [0],
+    "bpf": [0, 0, 0],
+}
+
+
+def test_a_worker_cannot_make_namespaces_or_reach_the_kernels_rare_paths(
+    hosts: Callable[..., PluginHost],
+) -> None:
+    import pyseccomp  # type: ignore[import-untyped]
+
+    def number(name: str) -> int:
+        found: int = pyseccomp.resolve_syscall(pyseccomp.system_arch(), name)
+        return found
+
+    host = hosts(("attacker", ATTACKER))
+    said = {
+        name: output(host, "raw_syscall", name=name, number=number(name), args=args)
+        for name, args in SYSCALLS.items()
+    }
+    assert said == dict.fromkeys(SYSCALLS, "refused: Operation not permitted")
+    assert output(host, "fork_many", n=3, marker=marker()) == 3  # plain processes and threads
 
 
 def test_a_worker_cannot_lift_its_hard_limits(hosts: Callable[..., PluginHost]) -> None:
@@ -551,6 +600,22 @@ def test_a_worker_dies_with_a_killed_host(tmp_path: Path) -> None:
             wait_for(lambda: not running(tag), timeout=10, what="the worker to die with its host")
         finally:
             host.kill()
+    left = leftovers(host.pid)
+    assert any("/tmp/" in path for path in left)  # no atexit ran: its files stay, for now
+    subprocess.run([sys.executable, "-c", textwrap.dedent(script)], input="", text=True,
+                   capture_output=True, timeout=60, check=True)  # fmt: skip
+    assert leftovers(host.pid) == []  # the next host removed them, cgroups too
+
+
+def leftovers(pid: int) -> list[str]:
+    """What a host with this pid left: its private folder and its workers' cgroups."""
+    found = glob.glob(f"{tempfile.gettempdir()}/agenthost-{pid}-*")
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        mounts = ["", "/unified", *(f"/{c}" for c in controllers.split(",") if c)]
+        for mount in mounts:
+            found += glob.glob(f"/sys/fs/cgroup{mount}{path.rstrip('/')}/agenthost-worker-{pid}-*")
+    return sorted(set(found))
 
 
 def test_a_child_holding_the_channel_cannot_hide_a_crash(hosts: Callable[..., PluginHost]) -> None:
@@ -828,6 +893,18 @@ def test_a_plugin_that_forks_and_exits_at_import_fails_at_once_with_the_reason(
     assert (plugins["crashes"].status, plugins["crashes"].isolation) == ("failed", "process")
 
 
+def test_a_child_forked_at_import_does_not_speak_for_the_plugin(
+    hosts: Callable[..., PluginHost],
+) -> None:
+    forks = NEIGHBOUR.replace(
+        "from agenthost import tool", "from agenthost import tool\nimport os\nos.fork()"
+    )
+    host = hosts(("forks", forks))
+    [plugin] = host.plugins()
+    assert (plugin.status, plugin.error) == ("loaded", None)
+    assert [host.execute("greet").output for _ in range(20)] == ["hi"] * 20
+
+
 # --- the network ----------------------------------------------------------------------------------
 
 
@@ -888,21 +965,16 @@ def test_without_bubblewrap_the_host_says_what_is_lost_or_refuses(
     hosts: Callable[..., PluginHost], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     missing = WorkerOptions(bwrap=f"/nonexistent/{marker()}/bwrap")
-    said: list[str] = []
-    sink = logger.add(lambda m: said.append(str(m)), level="WARNING")
-    logger.enable("agenthost")
-    try:
+    with pytest.warns(SandboxWarning) as caught:  # a warning: heard without any logging set up
         host = hosts(("neighbour", NEIGHBOUR), ("another", NEIGHBOUR.replace("greet", "wave")),
                      worker_options=missing)  # fmt: skip
-    finally:
-        logger.disable("agenthost")
-        logger.remove(sink)
     assert [(p.status, p.worker.sandbox) for p in host.plugins()] == [("loaded", "none")] * 2
-    [warning] = [s for s in said if "without a sandbox" in s]  # once, for both plugins
-    assert "bubblewrap is not installed" in warning
+    [warning] = [str(w.message) for w in caught]  # once, for both plugins
+    assert "runs without a sandbox: bubblewrap is not installed" in warning
     assert "read and write that user's files (the plugin directory too)" in warning
     monkeypatch.setenv("AGENTHOST_BWRAP", f"/nonexistent/{marker()}/bwrap")
-    by_env = hosts(("neighbour", NEIGHBOUR), sandbox="auto")
+    with pytest.warns(SandboxWarning, match="without a sandbox"):
+        by_env = hosts(("neighbour", NEIGHBOUR), sandbox="auto")
     assert {p.worker.sandbox for p in by_env.plugins()} == {"none"}
     refused = hosts(("neighbour", NEIGHBOUR), worker_options=missing, sandbox="required")
     plugin = {p.name: p for p in refused.plugins()}["neighbour"]
@@ -938,6 +1010,30 @@ def test_where_the_kernel_refuses_namespaces_required_refuses_and_auto_warns(
     assert "cannot create the namespaces here" in required[2]
     assert done.stderr.count("runs without a sandbox") == 1
     assert "use the network" in done.stderr
+
+
+def test_without_libseccomp_required_refuses_and_auto_warns(tmp_path: Path) -> None:
+    write(tmp_path / "plugins" / "attacker.py", ATTACKER)
+    script = f"""
+        import json, sys
+        sys.modules["pyseccomp"] = None  # as where libseccomp is not installed
+        from loguru import logger
+        from agenthost import PluginHost
+        logger.enable("agenthost")
+        for mode in ("auto", "required"):
+            with PluginHost({str(tmp_path / "plugins")!r}, installed=False, isolation="process",
+                            sandbox=mode, cache_dir={str(tmp_path / "cache")!r}) as host:
+                [p] = host.plugins()
+                print(json.dumps([mode, p.status, p.error, p.worker and p.worker.sandbox]))
+    """
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)],
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    auto, required = (json.loads(line) for line in done.stdout.splitlines())
+    assert auto == ["auto", "loaded", None, "bwrap"]  # namespaces still, without the filter
+    assert required[:2] == ["required", "failed"]
+    assert "the system call filter needs libseccomp" in required[2]
+    assert done.stderr.count("without a system call filter") == 1
 
 
 def test_the_cli_chooses_the_sandbox_and_the_network(

@@ -15,6 +15,7 @@ import io
 import os
 import re
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO, TextIO
@@ -57,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         cli.print_help(sys.stderr)
         return 2
-    with _inert_output():
+    with _inert_output(), warnings.catch_warnings():
+        warnings.showwarning = _log_warning  # a SandboxWarning reads like the CLI's own lines
         logger.remove()
         logger.add(
             sys.stderr,
@@ -75,6 +77,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         finally:
             logger.disable("agenthost")
+
+
+def _log_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    logger.warning("{}", message)
 
 
 @contextlib.contextmanager

@@ -2,7 +2,8 @@
 
 * ``options``: the isolation levels, the sandbox modes, the worker's limits.
 * ``sandbox``: the kernel sandbox (bubblewrap's namespaces) and whether this
-  system can make one; ``cgroups``: a worker's memory and process limits.
+  system can make one; ``syscalls``: the system calls it denies; ``cgroups``: a
+  worker's memory and process limits.
 * ``processes``: worker processes started ahead of need, and ended whole.
 * ``protocol``: the messages, and the host's checks of everything a worker says.
 * ``supervisor``: the host's side of a worker: calls, streams, restarts, quarantine.

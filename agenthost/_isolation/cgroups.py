@@ -12,14 +12,16 @@ it was started. Where no cgroup can be made, the rlimits are the only limits.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
+import re
 import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Cgroup", "create"]
+__all__ = ["Cgroup", "alive", "create"]
 
 _names = itertools.count(1)
 
@@ -68,7 +70,35 @@ def create(memory_bytes: int | None, pids: int | None) -> Cgroup | None:
     if memory_bytes is None and pids is None:
         return None
     name = f"agenthost-worker-{os.getpid()}-{next(_names)}"
+    _sweep()
     return _create_v2(name, memory_bytes, pids) or _create_v1(name, memory_bytes, pids)
+
+
+@functools.cache
+def _sweep() -> None:
+    """Remove the cgroups a host that was killed left behind (its workers died with it;
+    their empty cgroups did not), once per host, before making the first of its own."""
+    bases = [_own("cgroup2", None), _own("cgroup", "memory"), _own("cgroup", "pids")]
+    for base in filter(None, bases):
+        with contextlib.suppress(OSError):
+            for path in base.iterdir():
+                found = _LEFT.fullmatch(path.name)
+                if found and not alive(int(found[1])):
+                    Cgroup((path,), 2 if base == bases[0] else 1).remove()
+
+
+_LEFT = re.compile(r"agenthost-worker-(\d+)-\d+")
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _create_v2(name: str, memory_bytes: int | None, pids: int | None) -> Cgroup | None:

@@ -22,6 +22,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -33,9 +34,10 @@ from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from agenthost._isolation.cgroups import Cgroup, create
+from agenthost._isolation.cgroups import Cgroup, alive, create
 from agenthost._isolation.logs import RELAY, Source
 from agenthost._isolation.sandbox import Layout, command
+from agenthost._isolation.syscalls import filter_fd
 
 __all__ = ["SPARES", "Launch", "Process", "hang_up", "shut"]
 
@@ -131,14 +133,16 @@ def start(launch: Launch) -> Process:
     out_r, out_w = os.pipe()
     uid = -1 if launch.uids is None else launch.uids[next(_uid_slots) % len(launch.uids)]
     argv = [sys.executable, "-I", "-c", BOOT, json.dumps(sys.path), str(theirs.fileno()), str(uid)]
-    env, files = dict(launch.env), None
+    env, files, seccomp = dict(launch.env), None, None
     if launch.layout is not None:
         scratch = Path(tempfile.mkdtemp(prefix="worker-", dir=_private_dir()))
         files = scratch / "plugin"
         files.mkdir()
         files.chmod(0o755)  # the root of what the worker sees as its plugin directory
         layout = replace(launch.layout, files=files)
-        argv = command(launch.bwrap, layout, argv, env, root=launch.uids is not None)
+        seccomp = filter_fd()
+        root = launch.uids is not None
+        argv = command(launch.bwrap, layout, argv, env, root=root, seccomp=seccomp)
         env = {}  # bwrap sets the worker's own
     cgroup = create(launch.memory, launch.pids)
     if cgroup is not None:
@@ -147,7 +151,7 @@ def start(launch: Launch) -> Process:
     try:
         popen = subprocess.Popen(
             argv,
-            pass_fds=[theirs.fileno()],
+            pass_fds=[theirs.fileno(), *([] if seccomp is None else [seccomp])],
             stdin=subprocess.DEVNULL,
             stdout=out_w,  # never the host's stdout (the MCP protocol may live there)
             stderr=out_w,
@@ -164,6 +168,8 @@ def start(launch: Launch) -> Process:
         raise
     finally:
         theirs.close()
+        if seccomp is not None:
+            os.close(seccomp)
     os.close(out_w)
     output = RELAY.attach(out_r, f"worker {popen.pid}")
     return Process(popen, Connection(ours.detach()), output, files=files, cgroup=cgroup)
@@ -229,9 +235,22 @@ def _private_dir() -> str:
     global _PRIVATE
     with _PRIVATE_LOCK:
         if _PRIVATE is None or not os.path.isdir(_PRIVATE):
+            _sweep(Path(tempfile.gettempdir()))
             _PRIVATE = tempfile.mkdtemp(prefix=f"agenthost-{os.getpid()}-")
             atexit.register(shutil.rmtree, _PRIVATE, True)
         return _PRIVATE
+
+
+def _sweep(temp: Path) -> None:
+    """Remove the folders of this user's hosts that were killed (no atexit ran for them)."""
+    with contextlib.suppress(OSError):
+        for path in temp.iterdir():
+            found = _LEFT.fullmatch(path.name)
+            if found and not alive(int(found[1])) and path.lstat().st_uid == os.geteuid():
+                shutil.rmtree(path, ignore_errors=True)
+
+
+_LEFT = re.compile(r"agenthost-(\d+)-[a-z0-9_]{8}")
 
 
 _PRIVATE: str | None = None

@@ -12,6 +12,7 @@ import functools
 import inspect
 import os
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +27,8 @@ from agenthost._common.frozen import freeze, thaw
 from agenthost._directory.scan import Files, Source
 from agenthost._directory.version import LoadFailure, PluginVersion
 from agenthost._directory.wheel import WheelError, distribution_name
-from agenthost._errors import DefinitionProblem, ToolDefinitionError
+from agenthost._errors import DefinitionProblem, SandboxWarning, ToolDefinitionError
+from agenthost._isolation import syscalls
 from agenthost._isolation.options import Sandbox, WorkerOptions
 from agenthost._isolation.processes import Launch
 from agenthost._isolation.protocol import DefinitionError, Hello, Loaded, ToolDescription
@@ -183,6 +185,10 @@ def _launch(source: Source, options: WorkerOptions, sandbox: Sandbox, name: str)
             return f"the sandbox is required, and {found.reason}"
         _warn_once(found)
         return plain
+    if (unfiltered := syscalls.unavailable()) is not None:
+        if sandbox == "required":
+            return f"the sandbox is required, and {unfiltered}"
+        _warn_unfiltered(unfiltered)
     layout = Layout(source.path.parent, None, name in options.network, options.tmp_mb)
     uids = options.user_ids if found.root else None
     return Launch(env, layout, found.bwrap, uids, memory, options.processes)
@@ -190,7 +196,19 @@ def _launch(source: Source, options: WorkerOptions, sandbox: Sandbox, name: str)
 
 @functools.lru_cache(maxsize=1)
 def _warn_once(found: Probe) -> None:
-    logger.warning(lost_guarantees(found))
+    warnings.warn(lost_guarantees(found), SandboxWarning, stacklevel=2)
+
+
+@functools.lru_cache(maxsize=1)
+def _warn_unfiltered(why: str) -> None:
+    warnings.warn(
+        f"workers run in the sandbox without a system call filter: {why}. They can still "
+        "create namespaces of their own (and mount a /tmp past their limit) and reach "
+        "io_uring, userfaultfd, BPF and keyrings. Install libseccomp (Debian and Ubuntu: "
+        "apt-get install libseccomp2), or pass sandbox='required' to refuse instead.",
+        SandboxWarning,
+        stacklevel=2,
+    )
 
 
 def _definitions(

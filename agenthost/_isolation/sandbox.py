@@ -30,6 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from agenthost._isolation.syscalls import filter_fd
+
 __all__ = ["Layout", "Probe", "command", "lost_guarantees", "probe"]
 
 PACKAGE = Path(__file__).resolve().parents[1]  # agenthost itself, bound for the worker
@@ -86,16 +88,21 @@ def _probe(name: str) -> Probe:
         )
     root = os.geteuid() == 0
     argv = [sys.executable, "-I", "-c", "pass"]
+    seccomp = filter_fd()
     try:
         done = subprocess.run(
-            command(path, Layout(), argv, {}, root=root),
+            command(path, Layout(), argv, {}, root=root, seccomp=seccomp),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=30,
             check=False,
+            pass_fds=[] if seccomp is None else [seccomp],
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return Probe(False, f"{path} cannot run here ({exc})", path)
+    finally:
+        if seccomp is not None:
+            os.close(seccomp)
     if done.returncode != 0:
         said = done.stderr.decode(errors="replace").strip().splitlines()
         why = said[-1] if said else f"exit code {done.returncode}"
@@ -117,10 +124,19 @@ def lost_guarantees(probe: Probe) -> str:
 
 
 def command(
-    bwrap: str, layout: Layout, argv: list[str], env: dict[str, str], *, root: bool
+    bwrap: str,
+    layout: Layout,
+    argv: list[str],
+    env: dict[str, str],
+    *,
+    root: bool,
+    seccomp: int | None,
 ) -> list[str]:
-    """The bwrap command line that runs ``argv`` in ``layout``'s sandbox with ``env``."""
+    """The bwrap command line that runs ``argv`` in ``layout``'s sandbox with ``env``, under
+    the system call filter read from descriptor ``seccomp`` (see ``syscalls``)."""
     args = [bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    if seccomp is not None:
+        args += ["--seccomp", str(seccomp)]
     if not root:
         args.append("--unshare-user")
     if not layout.network:

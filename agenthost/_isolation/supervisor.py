@@ -269,7 +269,7 @@ class Supervisor:
     # --- the channel ---------------------------------------------------------------------------
     def _read(self, run: _Run) -> None:
         popen = run.process.popen
-        frame_limit = self.options.max_output + 65536  # room for the envelope around an answer
+        frame_limit = self.options.max_output  # the worker keeps 64 kB of it for the envelope
         reason = ""
         try:
             while True:

@@ -70,8 +70,11 @@ def _prctl(option: int, value: int) -> None:
 def main(conn: Connection, config: dict[str, Any]) -> None:
     """The worker's whole life: harden, load, serve calls until the host hangs up."""
     _harden(conn, config)
+    me = os.getpid()
     source = Source(config["key"], Path(config["path"]), config["kind"])
     result = load_source(source, Path(config["cache_dir"]), hook_timeout=config["hook_timeout"])
+    if os.getpid() != me:  # the plugin forked at import and this is the child: only the
+        os._exit(0)  # worker itself speaks for the plugin
     send = _sender(conn, config["max_message"])
     if isinstance(result, LoadFailure):
         send({"failed": {"message": result.message, "file": result.file, "line": result.line,
