@@ -702,7 +702,13 @@ def test_a_forged_hello_cannot_smuggle_bad_tools(hosts: Callable[..., PluginHost
         {**TOOL, "name": "forever", "options": {**TOOL["options"], "timeout": 1e20}},  # type: ignore[dict-item]
         {**TOOL, "name": "twin"},
         {**TOOL, "name": "twin"},
-        {**TOOL, "name": "odd", "input_schema": {"type": "object", "properties": []}},
+        {
+            **TOOL,
+            "name": "odd",
+            "input_schema": {"type": "object", "properties": []},
+            "file": "/plugins/forger.py",
+            "line": 7,
+        },
         {**TOOL, "name": "noisy", "output_schema": {"type": 5}},
     ]
     host = hosts(("forger", FORGED_HELLO % _hello(tools=tools)))
@@ -713,6 +719,8 @@ def test_a_forged_hello_cannot_smuggle_bad_tools(hosts: Callable[..., PluginHost
     assert "tool name '' is invalid" in problems
     assert "defined twice" in problems
     assert "input_schema is not a valid JSON Schema" in problems
+    assert "proxy.py" not in problems
+    assert "/plugins/forger.py:7" in problems  # where the worker says the tool is
     assert "output_schema is not a valid JSON Schema" in problems
 
 

@@ -223,8 +223,8 @@ def _definitions(
             if described.name in definitions:
                 raise _refused(described, "its name is defined twice")
             definitions[described.name] = _proxy(worker, described)
-        except ToolDefinitionError as exc:
-            errors.append(exc)
+        except ToolDefinitionError as exc:  # where the worker says the tool is, not here
+            errors.append(_refused(described, *(p.message for p in exc.problems)))
         except Exception as exc:  # noqa: BLE001 - a forged description: refuse that tool
             errors.append(
                 _refused(described, f"the host cannot use its description ({exc!r:.200})")
@@ -272,9 +272,10 @@ def _proxy(worker: Supervisor, described: ToolDescription) -> ToolDefinition:
     )
 
 
-def _refused(described: ToolDescription, why: str) -> ToolDefinitionError:
+def _refused(described: ToolDescription, *why: str) -> ToolDefinitionError:
+    problems = [DefinitionProblem(text) for text in why]
     return ToolDefinitionError(function=described.name, tool=described.name, file=described.file,
-                               line=described.line, problems=[DefinitionProblem(why)])  # fmt: skip
+                               line=described.line, problems=problems)  # fmt: skip
 
 
 def _typed(
