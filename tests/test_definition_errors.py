@@ -344,6 +344,8 @@ def test_plugin_info_keeps_definition_errors_structured(tmp_path: Path) -> None:
 
 def test_every_exception_agenthost_exports_is_an_agent_host_error() -> None:
     exported = [getattr(agenthost, name) for name in agenthost.__all__]
-    errors = [e for e in exported if isinstance(e, type) and issubclass(e, BaseException)]
+    raised = [e for e in exported if isinstance(e, type) and issubclass(e, BaseException)]
+    errors = [e for e in raised if not issubclass(e, Warning)]
     assert agenthost.WheelError in errors
     assert all(issubclass(e, agenthost.AgentHostError) for e in errors)
+    assert [e for e in raised if issubclass(e, Warning)] == [agenthost.SandboxWarning]
