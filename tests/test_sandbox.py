@@ -183,6 +183,23 @@ def raw_syscall(name: str, number: int, args: list[int]) -> str:
 
 
 @tool
+def privileges() -> dict:
+    '''What this worker holds: its capability bounding set, its uid, where it imports from,
+    whether it may write the machine's kernel settings or take a pseudo-terminal.'''
+    status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+
+    def opens(path, flags):
+        return _errno(lambda: os.close(os.open(path, flags)))
+
+    return {
+        "bounding": status["CapBnd"].strip(), "uid": os.getuid(), "path": sys.path,
+        "core_pattern": opens("/proc/sys/kernel/core_pattern", os.O_RDWR),
+        "ptmx": opens("/dev/ptmx", os.O_RDWR | os.O_NOCTTY),
+        "null": opens("/dev/null", os.O_RDWR),
+    }
+
+
+@tool
 def connect(port: int) -> str:
     '''Connect to a server on the host's loopback.'''
     return _errno(lambda: socket.create_connection(("127.0.0.1", port), timeout=2).close())
@@ -470,6 +487,21 @@ def test_a_worker_cannot_make_namespaces_or_reach_the_kernels_rare_paths(
     }
     assert said == dict.fromkeys(SYSCALLS, "refused: Operation not permitted")
     assert output(host, "fork_many", n=3, marker=marker()) == 3  # plain processes and threads
+
+
+def test_a_worker_holds_no_privilege_and_imports_nothing_of_the_plugin_directory(
+    hosts: Callable[..., PluginHost], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path / "plugins"))  # as `python -m agenthost watch .`
+    held = output(hosts(("attacker", ATTACKER)), "privileges")
+    assert isinstance(held, dict)
+    assert held["bounding"] == "0000000000000000"  # nothing a root process could use
+    assert held["uid"] != 0
+    assert str(tmp_path / "plugins") not in held["path"]
+    assert all(os.path.isabs(p) for p in held["path"])
+    assert held["core_pattern"].startswith("refused")
+    assert held["ptmx"] == "refused: No such file or directory"  # the machine's shared pool
+    assert held["null"] == "done"
 
 
 def test_a_worker_cannot_lift_its_hard_limits(hosts: Callable[..., PluginHost]) -> None:

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from agenthost._isolation.cgroups import Cgroup, alive, create
 from agenthost._isolation.logs import RELAY, Source
-from agenthost._isolation.sandbox import Layout, command
+from agenthost._isolation.sandbox import Layout, command, search_path
 from agenthost._isolation.syscalls import filter_fd
 
 __all__ = ["SPARES", "Launch", "Process", "hang_up", "shut"]
@@ -132,17 +132,11 @@ def start(launch: Launch) -> Process:
     ours, theirs = socket.socketpair()
     out_r, out_w = os.pipe()
     uid = -1 if launch.uids is None else launch.uids[next(_uid_slots) % len(launch.uids)]
-    argv = [sys.executable, "-I", "-c", BOOT, json.dumps(sys.path), str(theirs.fileno()), str(uid)]
     env, files, seccomp = dict(launch.env), None, None
-    if launch.layout is not None:
-        scratch = Path(tempfile.mkdtemp(prefix="worker-", dir=_private_dir()))
-        files = scratch / "plugin"
-        files.mkdir()
-        files.chmod(0o755)  # the root of what the worker sees as its plugin directory
-        layout = replace(launch.layout, files=files)
-        seccomp = filter_fd()
-        root = launch.uids is not None
-        argv = command(launch.bwrap, layout, argv, env, root=root, seccomp=seccomp)
+    if launch.layout is None:
+        argv = _boot([p for p in sys.path if os.path.isabs(p)], theirs.fileno(), uid)
+    else:
+        argv, files, seccomp = _sandboxed(launch, launch.layout, theirs.fileno(), uid)
         env = {}  # bwrap sets the worker's own
     cgroup = create(launch.memory, launch.pids)
     if cgroup is not None:
@@ -173,6 +167,39 @@ def start(launch: Launch) -> Process:
     os.close(out_w)
     output = RELAY.attach(out_r, f"worker {popen.pid}")
     return Process(popen, Connection(ours.detach()), output, files=files, cgroup=cgroup)
+
+
+def _boot(search: list[str], fd: int, uid: int) -> list[str]:
+    return [sys.executable, "-I", "-c", BOOT, json.dumps(search), str(fd), str(uid)]
+
+
+def _sandboxed(
+    launch: Launch, layout: Layout, fd: int, uid: int
+) -> tuple[list[str], Path, int | None]:
+    """The bwrap command of a worker, the folder its plugin version goes in, and the
+    descriptor of its system call filter. As root, setpriv gives the worker its own uid
+    (and an empty capability bounding set) before any Python runs."""
+    scratch = Path(tempfile.mkdtemp(prefix="worker-", dir=_private_dir()))
+    files = scratch / "plugin"
+    files.mkdir()
+    files.chmod(0o755)  # the root of what the worker sees as its plugin directory
+    drop = _setpriv(uid) if uid >= 0 else []
+    argv = [*drop, *_boot(search_path(layout.directory), fd, -1 if drop else uid)]
+    seccomp = filter_fd()
+    layout = replace(layout, files=files)
+    argv = command(launch.bwrap, layout, argv, dict(launch.env), root=uid >= 0, seccomp=seccomp)
+    return argv, files, seccomp
+
+
+def _setpriv(uid: int) -> list[str]:
+    """util-linux's setpriv, from ``/usr`` (bound into the sandbox), changing to ``uid``;
+    without it the worker drops its uid itself, first thing (see ``worker.boot``)."""
+    found = shutil.which("setpriv")
+    path = os.path.realpath(found) if found else ""
+    if not path.startswith("/usr/"):
+        return []
+    return [path, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+            "--bounding-set=-all", "--"]  # fmt: skip
 
 
 def discard(process: Process) -> None:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from agenthost._isolation.syscalls import filter_fd
 
-__all__ = ["Layout", "Probe", "command", "lost_guarantees", "probe"]
+__all__ = ["Layout", "Probe", "command", "lost_guarantees", "probe", "search_path"]
 
 PACKAGE = Path(__file__).resolve().parents[1]  # agenthost itself, bound for the worker
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -142,7 +142,7 @@ def command(
     if not layout.network:
         args.append("--unshare-net")
     args += ["--die-with-parent", "--new-session", "--hostname", "agenthost-worker"]
-    args += ["--tmpfs", "/", *_system_binds(), "--proc", "/proc", "--dev", "/dev"]
+    args += ["--tmpfs", "/", *_system_binds(), "--proc", "/proc", *_kernel_files()]
     args += ["--perms", "01777", "--size", str(layout.tmp_mb * 2**20), "--tmpfs", "/tmp"]
     binds = _python_binds(layout.directory)  # after /tmp: a plugin directory may be in it
     mounts = [*binds, *([layout.directory] if layout.directory is not None else [])]
@@ -154,6 +154,32 @@ def command(
         args += ["--ro-bind", str(layout.files), str(layout.directory)]
     args += ["--clearenv", *[x for k, v in env.items() for x in ("--setenv", k, v)]]
     return [*args, "--chdir", "/tmp", "--", *argv]
+
+
+def _kernel_files() -> list[str]:
+    """``/proc/sys`` read-only (some of it is the whole machine's, ``core_pattern`` say),
+    and a ``/dev`` of data devices only: no ``/dev/ptmx``, whose pseudo-terminals are a
+    pool the whole machine shares, and no ``/dev/shm``."""
+    args = ["--ro-bind", "/proc/sys", "/proc/sys", "--perms", "0755", "--dir", "/dev"]
+    for name in ("null", "zero", "full", "random", "urandom"):
+        args += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    args += ["--symlink", "/proc/self/fd", "/dev/fd"]
+    for number, name in enumerate(("stdin", "stdout", "stderr")):
+        args += ["--symlink", f"/proc/self/fd/{number}", f"/dev/{name}"]
+    return args
+
+
+def search_path(directory: Path | None) -> list[str]:
+    """The worker's ``sys.path``: the host's, but only folders bound into the sandbox, so
+    nothing of the plugin directory (``python -m agenthost watch .`` puts it first) is
+    imported before the worker has dropped its privileges."""
+    binds = [*_python_binds(directory), PACKAGE.parent]  # (an editable install's entry)
+    outside = [directory] if directory is not None else []
+    return [
+        p
+        for p in sys.path
+        if os.path.isabs(p) and _under(Path(p), binds) and not _under(Path(p), outside)
+    ]
 
 
 @functools.lru_cache(maxsize=1)
