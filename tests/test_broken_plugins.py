@@ -408,3 +408,20 @@ def test_a_save_made_while_the_host_starts_is_not_lost(plugin_dir: Path, make_ho
     host.start()
     assert saved.is_set()
     wait_for(lambda: host.execute("good", {}).output == "v2", what="the save made during start")
+
+
+def test_a_plugin_larger_than_the_host_reads_fails_before_it_is_read(
+    plugin_dir: Path, make_host: Callable[..., PluginHost]
+) -> None:
+    write(plugin_dir / "fine.py", GOOD)
+    package = plugin_dir / "hoard"
+    write(package / "__init__.py", GOOD.replace("good", "hoarded"))
+    with (package / "data.bin").open("wb") as sparse:  # 1 GB on paper, nothing on disk
+        sparse.truncate(2**30)
+    host = make_host(plugin_dir).start()
+    plugins = {p.name: p for p in host.plugins()}
+    assert plugins["hoard"].status == "failed"
+    assert "holds 1,024 MB of files; the host reads at most 100 MB" in (
+        plugins["hoard"].error or ""
+    )
+    assert host.execute("good").output == "good"

@@ -28,7 +28,7 @@ from agenthost._authoring.decorator import tool_options
 from agenthost._authoring.definition import ToolDefinition
 from agenthost._common.text import exception_text, printable, type_name
 from agenthost._directory.namespace import Namespace
-from agenthost._directory.scan import Source, read_source
+from agenthost._directory.scan import Source, TooLarge, read_source
 from agenthost._directory.version import HOOK_TIMEOUT, LoadFailure, PluginVersion, run_hook
 from agenthost._directory.wheel import ENTRY_POINT_GROUP, Wheel, WheelError, open_wheel
 from agenthost._errors import DefinitionProblem, ToolDefinitionError
@@ -69,6 +69,8 @@ def _load_source(
         content_hash, contents = content or read_source(source)
     except OSError as exc:
         return LoadFailure(f"cannot read {source.path}: {exc.strerror or exc}", str(source.path))
+    except TooLarge as exc:
+        return LoadFailure(str(exc), str(source.path))
     layout = _layout(source, contents, cache_dir)
     if isinstance(layout, LoadFailure):
         return layout

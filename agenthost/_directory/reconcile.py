@@ -18,7 +18,14 @@ from loguru import logger
 
 from agenthost._directory.records import PluginEvent, RegistryChange
 from agenthost._directory.registry import Load, Registry
-from agenthost._directory.scan import Source, lookalikes, plugin_sources, read_source, source_at
+from agenthost._directory.scan import (
+    Source,
+    TooLarge,
+    lookalikes,
+    plugin_sources,
+    read_source,
+    source_at,
+)
 from agenthost._directory.version import LoadFailure, PluginVersion
 from agenthost._directory.watcher import ALL
 
@@ -72,6 +79,8 @@ class Reconciler:
             content = read_source(source)
         except OSError:
             return None  # vanished while reading: its deletion event follows
+        except TooLarge as exc:
+            return Load(key, source, LoadFailure(str(exc), str(source.path)))
         if not again and self._registry.attempted(key) == content[0]:
             return None  # same content saved again
         return Load(key, source, self._load(source, content), content[0])

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 __all__ = [
+    "MAX_PLUGIN_BYTES",
     "Files",
     "Kind",
     "Source",
@@ -29,6 +30,7 @@ __all__ = [
     "plugin_sources",
     "read_source",
     "source_at",
+    "TooLarge",
 ]
 
 Kind = Literal["module", "package", "wheel", "installed"]
@@ -202,13 +204,36 @@ class Files(dict[Path, bytes]):
         return {path: where for path, where in real if not Path(where).is_relative_to(root)}
 
 
+MAX_PLUGIN_BYTES = 100 * 2**20  # what the host reads of one plugin: it keeps each version's files
+
+
+class TooLarge(ValueError):
+    """A plugin whose files are more than the host reads (:data:`MAX_PLUGIN_BYTES`)."""
+
+    def __init__(self, source: Source, size: int | None = None) -> None:
+        held = f"{size / 2**20:,.0f} MB of files" if size is not None else "files that grew"
+        super().__init__(
+            f"{source.path} holds {held}; the host reads at most "
+            f"{MAX_PLUGIN_BYTES // 2**20} MB of a plugin (it hashes and keeps every version): "
+            "move data out of the plugin directory and open it at run time"
+        )
+
+
 def read_source(source: Source) -> tuple[str, Files]:
-    """The content hash of a source and the bytes it was computed from (``OSError`` if gone)."""
+    """The content hash of a source and the bytes it was computed from (``OSError`` if gone,
+    :class:`TooLarge` past :data:`MAX_PLUGIN_BYTES`, checked before anything is read)."""
     digest = hashlib.sha256()
     files = [source.path] if source.kind != "package" else list(_package_files(source.path))
+    total = sum(path.stat().st_size for path in files)
+    if total > MAX_PLUGIN_BYTES:
+        raise TooLarge(source, total)
     contents = Files()
+    budget = MAX_PLUGIN_BYTES
     for path in files:
-        data, real = _read(path)
+        data, real = _read(path, budget)
+        if data is None:  # it grew (or says size 0 and is not): stop at the budget
+            raise TooLarge(source)
+        budget -= len(data)
         contents[path] = data
         if real != str(path):
             contents.real[path] = real
@@ -217,9 +242,10 @@ def read_source(source: Source) -> tuple[str, Files]:
     return digest.hexdigest()[:16], contents
 
 
-def _read(path: Path) -> tuple[bytes, str]:
-    """A file's bytes and the path of the file really read: asked of the open file where
-    the system tells it, so a link swapped after the check cannot hide where it led."""
+def _read(path: Path, budget: int) -> tuple[bytes | None, str]:
+    """A file's bytes (None past ``budget``) and the path of the file really read: asked of
+    the open file where the system tells it, so a link swapped after the check cannot hide
+    where it led."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
     try:
         try:
@@ -227,7 +253,8 @@ def _read(path: Path) -> tuple[bytes, str]:
         except OSError:
             real = os.path.realpath(path)
         with os.fdopen(os.dup(fd), "rb") as file:
-            return file.read(), real
+            data = file.read(budget + 1)
+        return (data if len(data) <= budget else None), real
     finally:
         os.close(fd)
 
