@@ -23,6 +23,7 @@ from agenthost import (
     FORMATS,
     ToolContext,
     ToolDefinition,
+    check_compatibility,
     export_tool,
     export_tools,
     thaw,
@@ -328,3 +329,50 @@ def test_exported_schemas_keep_property_names_called_title() -> None:
 
     schema: Any = to_openai(ToolDefinition.from_function(rename), strict=True)["function"]
     assert list(schema["parameters"]["properties"]) == ["title", "description"]
+
+
+# --- schemas whose definitions multiply when inlined --------------------------------------------
+
+
+def doubling(steps: int) -> dict[str, Any]:
+    """Each definition refers to the next twice: inlined, 2**steps copies of the last."""
+    defs: dict[str, Any] = {
+        f"d{i}": {"type": "object", "properties": {
+            "left": {"$ref": f"#/$defs/d{i + 1}"}, "right": {"$ref": f"#/$defs/d{i + 1}"}}}
+        for i in range(steps)
+    }  # fmt: skip
+    defs[f"d{steps}"] = {"type": "string"}
+    return {"type": "object", "properties": {"x": {"$ref": "#/$defs/d0"}}, "$defs": defs}
+
+
+def tangled(count: int) -> dict[str, Any]:
+    """Every definition refers to every other: a path through each order of them."""
+    names = [f"c{i}" for i in range(count)]
+    defs = {
+        a: {"type": "object", "properties": {b: {"$ref": f"#/$defs/{b}"} for b in names if b != a}}
+        for a in names
+    }
+    return {"type": "object", "properties": {"x": {"$ref": "#/$defs/c0"}}, "$defs": defs}
+
+
+def test_definitions_that_double_at_each_step_stay_definitions() -> None:
+    definition = ToolDefinition.from_schema("doubling", doubling(18), description="Deep.")
+    schema = thaw(definition.input_schema)
+    assert "d17" in schema["$defs"]  # not 262,144 inlined copies
+    assert len(json.dumps(schema)) < 10_000
+    assert definition.validate({"x": {"left": {}, "right": {}}}) == {"x": {"left": {}, "right": {}}}
+    for fmt in FORMATS:  # Gemini takes no $ref: inlined up to 20,000 nodes, then cut
+        assert len(json.dumps(export_tool(definition, fmt))) < (
+            2**21 if fmt == "gemini" else 50_000
+        )
+
+
+def test_definitions_that_all_refer_to_each_other_export_to_gemini_within_bounds() -> None:
+    definition = ToolDefinition.from_schema("tangled", tangled(8), description="Tangled.")
+    exported = to_gemini(definition)
+    assert len(json.dumps(exported)) < 2_000_000
+    errors = [
+        f.message for f in check_compatibility(definition, ["gemini"]) if f.severity == "error"
+    ]
+    assert any("grow past 20,000 nodes once inlined" in m for m in errors)
+    assert len(errors) < 20  # each recursive model is named once, not on every path to it

@@ -7,10 +7,12 @@ between a definition and all the exports derived from it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 __all__ = [
     "DEFS_PREFIX",
+    "MAX_INLINED",
     "admits_null",
     "breaking_changes",
     "canonicalize",
@@ -104,6 +106,10 @@ def canonicalize(schema: Mapping[str, Any]) -> JsonSchema:
     """
     defs: Mapping[str, Any] = schema.get("$defs") or {}
     keep = recursive_definitions(defs)
+    if _inlined_size(schema, defs, keep) > MAX_INLINED:
+        keep = frozenset(
+            defs
+        )  # definitions that refer to each other twice over double at each step
 
     def walk(node: Any) -> Any:
         if not isinstance(node, Mapping):
@@ -119,6 +125,32 @@ def canonicalize(schema: Mapping[str, Any]) -> JsonSchema:
     if keep:
         out["$defs"] = {name: walk(defs[name]) for name in sorted(keep)}
     return out  # type: ignore[no-any-return]
+
+
+MAX_INLINED = 20_000  # nodes a schema may grow to when its definitions are inlined
+
+
+def _inlined_size(
+    schema: Mapping[str, Any], defs: Mapping[str, Any], keep: AbstractSet[str]
+) -> int:
+    """How many nodes ``schema`` has once its non-recursive definitions are inlined,
+    counted without inlining (each definition's size once)."""
+    sizes: dict[str, int] = {}
+
+    def size(node: Any) -> int:
+        if isinstance(node, Mapping):
+            name = ref_name(node.get("$ref"))
+            if name is not None and name in defs and name not in keep:
+                if name not in sizes:
+                    sizes[name] = 0  # a cycle the recursion check missed counts as nothing
+                    sizes[name] = size(defs[name])
+                return sizes[name] + sum(size(v) for k, v in node.items() if k != "$ref")
+            return 1 + sum(size(v) for k, v in node.items() if k != "$defs")
+        if isinstance(node, list | tuple):
+            return 1 + sum(map(size, node))
+        return 1
+
+    return size(schema)
 
 
 def admits_null(schema: Mapping[str, Any]) -> bool:

@@ -13,7 +13,12 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from agenthost._authoring.schema import admits_null, recursive_definitions, ref_name
+from agenthost._authoring.schema import (
+    MAX_INLINED,
+    admits_null,
+    recursive_definitions,
+    ref_name,
+)
 
 __all__ = ["GEMINI_KEYWORDS", "Note", "anthropic_strict_schema", "gemini_schema", "strict_schema"]
 
@@ -219,12 +224,18 @@ class _GeminiSubset:
     def __init__(self, defs: Mapping[str, Any]) -> None:
         self.defs = defs
         self.notes: list[Note] = []
+        self._noted: set[Note] = set()
+        self._cut: set[str] = set()  # recursive models met
+        self.budget = MAX_INLINED  # nodes to make: definitions that refer to each other
+        # are inlined along every path through them, which grows like a factorial
 
     def note(self, severity: Literal["error", "warning"], message: str) -> None:
-        if (severity, message) not in self.notes:
+        if (severity, message) not in self._noted:
+            self._noted.add((severity, message))
             self.notes.append((severity, message))
 
     def node(self, node: Mapping[str, Any], path: str, expanding: frozenset[str]) -> JsonSchema:
+        self.budget -= 1
         node, nullable = _gemini_unnull(node)
         name = ref_name(node.get("$ref"))
         if name is not None:
@@ -246,8 +257,17 @@ class _GeminiSubset:
         """The definition ``name`` inlined, with the referring node's own keywords on top."""
         siblings = {k: v for k, v in node.items() if k != "$ref"}
         if name in expanding or name not in self.defs:
+            if name not in self._cut:  # said once, where it is first met
+                self._cut.add(name)
+                self.note(
+                    "error", f"{path}: recursive model '{name}' is not supported; cut to an object"
+                )
+            return {"type": "OBJECT", **_gemini_plain(siblings)}
+        if self.budget <= 0:
             self.note(
-                "error", f"{path}: recursive model '{name}' is not supported; cut to an object"
+                "error",
+                f"the schema's definitions grow past {MAX_INLINED:,} nodes once inlined "
+                f"(Gemini takes no $ref); '{name}' and what follows are cut to objects",
             )
             return {"type": "OBJECT", **_gemini_plain(siblings)}
         return self.node({**self.defs[name], **siblings}, path, expanding | {name})
