@@ -12,6 +12,7 @@ import asyncio
 import glob
 import json
 import os
+import platform
 import signal
 import socket
 import subprocess
@@ -197,6 +198,19 @@ def privileges() -> dict:
         "ptmx": opens("/dev/ptmx", os.O_RDWR | os.O_NOCTTY),
         "null": opens("/dev/null", os.O_RDWR),
     }
+
+
+@tool
+def foreign_abi() -> str:
+    '''Make a call through the x32 ABI (getpid, with the x32 bit) from this worker's thread.'''
+    ctypes.CDLL(None).syscall(0x40000000 | 39)
+    return "survived"
+
+
+@tool
+def vsock() -> str:
+    '''Open a socket to the hypervisor, which no network namespace covers.'''
+    return _errno(lambda: socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM).close())
 
 
 @tool
@@ -502,6 +516,21 @@ def test_a_worker_holds_no_privilege_and_imports_nothing_of_the_plugin_directory
     assert held["core_pattern"].startswith("refused")
     assert held["ptmx"] == "refused: No such file or directory"  # the machine's shared pool
     assert held["null"] == "done"
+
+
+def test_a_worker_cannot_open_a_vsock_to_the_hypervisor(hosts: Callable[..., PluginHost]) -> None:
+    assert output(hosts(("attacker", ATTACKER)), "vsock") == "refused: Operation not permitted"
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the x32 ABI is x86-64's")
+def test_a_call_through_another_abi_ends_the_worker_not_just_its_thread(
+    hosts: Callable[..., PluginHost],
+) -> None:
+    host = hosts(("attacker", ATTACKER))
+    result = host.execute("foreign_abi", timeout=30)
+    assert result.error is not None
+    assert result.error.code == "tool_error"  # not a timeout: the worker ended at once
+    assert "made a system call its sandbox forbids" in result.error.message
 
 
 def test_a_worker_cannot_lift_its_hard_limits(hosts: Callable[..., PluginHost]) -> None:

@@ -50,6 +50,7 @@ _SIGNALS = {
     signal.SIGXCPU: "used up its CPU time limit",
     signal.SIGABRT: "aborted",
     signal.SIGBUS: "crashed (bus error)",
+    signal.SIGSYS: "made a system call its sandbox forbids (through another architecture's ABI)",
 }
 
 

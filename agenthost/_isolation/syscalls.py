@@ -5,9 +5,10 @@ namespaces of its own (a user namespace lets it mount a tmpfs past its ``/tmp``
 limit), or reach the kernel's rarely used and often vulnerable paths (io_uring,
 userfaultfd, BPF, keyrings, perf) and other processes' memory. Each answers
 ``EPERM`` as if not permitted; ``clone3`` answers ``ENOSYS``, so the C library
-falls back to ``clone``, whose namespace flags can be checked. Calls of another
-architecture's ABI (32-bit on a 64-bit kernel) kill the process: libseccomp's
-filter admits only the native one.
+falls back to ``clone``, whose namespace flags can be checked. ``socket`` refuses
+``AF_VSOCK``, which reaches the hypervisor whatever the network namespace. Calls
+of another architecture's ABI (x32 or 32-bit on a 64-bit kernel) kill the whole
+process: libseccomp's filter admits only the native one.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import errno
 import functools
 import os
 import platform
+import socket
 import tempfile
 from typing import Any
 
@@ -76,6 +78,9 @@ def _program() -> bytes | str:
         return f"the system call filter needs libseccomp and pyseccomp ({exc})"
     try:
         rules = seccomp.SyscallFilter(seccomp.ALLOW)
+        # another ABI's call (x32 on x86-64) ends the whole worker, not the one thread: a
+        # call in a thread the kernel killed would wait for its timeout, or for ever
+        rules.set_attr(seccomp.Attr.ACT_BADARCH, seccomp.KILL_PROCESS)
         for name in DENIED:
             _deny(seccomp, rules, seccomp.ERRNO(errno.EPERM), name)
         flags = 1 if platform.machine().startswith("s390") else 0  # where clone's flags are
@@ -83,6 +88,8 @@ def _program() -> bytes | str:
             rule = seccomp.Arg(flags, seccomp.MASKED_EQ, flag, flag)
             rules.add_rule(seccomp.ERRNO(errno.EPERM), "clone", rule)
         _deny(seccomp, rules, seccomp.ERRNO(errno.ENOSYS), "clone3")
+        vsock = seccomp.Arg(0, seccomp.EQ, socket.AF_VSOCK)  # the hypervisor: no namespace
+        rules.add_rule(seccomp.ERRNO(errno.EPERM), "socket", vsock)
         with tempfile.TemporaryFile() as out:
             rules.export_bpf(out)
             out.seek(0)
