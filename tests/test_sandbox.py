@@ -806,7 +806,7 @@ def test_a_forged_schema_cannot_make_the_host_fetch_or_backtrack(
     problems = " | ".join(plugin.problems)
     assert "'file:///etc/hostname' refers outside the schema" in problems
     assert f"'http://127.0.0.1:{server}/' refers outside the schema" in problems
-    assert "pattern '^(?=a)(a+)+$' needs look-around" in problems
+    assert "pattern '^(?=a)(a+)+$' cannot be matched in linear time" in problems
     assert "patternProperties with unevaluatedProperties" in problems
     refused = host.execute("slow", {"word": "a" * 40 + "!"})  # re would take hours
     assert refused.error is not None
@@ -872,6 +872,34 @@ def test_a_worker_that_stops_reading_never_stalls_the_callers_loop(
     assert "stopped reading its channel" in (results[-1].error.message if results[-1].error else "")
     assert ping.output == "pong"
     assert host.execute("measure", {"text": "abc"}, timeout=30).data == 3  # a fresh worker
+
+
+def resident_mb() -> float:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def test_a_forged_schemas_patterns_cost_the_host_bounded_memory(
+    hosts: Callable[..., PluginHost],
+) -> None:
+    def schema(count: int, start: int) -> dict[str, object]:
+        heavy = {f"p{i}": {"type": "string", "pattern": f"(?:\\w|\\d){{0,200}}x{start + i}"}
+                 for i in range(count)}  # fmt: skip
+        return {"type": "object", "properties": heavy}
+
+    tools = [
+        {**TOOL, "name": "crowded", "input_schema": schema(100, 0)},
+        {**TOOL, "name": "heavy", "input_schema": schema(40, 1000)},
+    ]
+    before = resident_mb()
+    host = hosts(("forger", FORGED_HELLO % _hello(tools=tools)))
+    grown = resident_mb() - before
+    [plugin] = host.plugins()
+    assert plugin.tools == ("heavy",)
+    assert "it holds 100 patterns; a tool in a worker may have 64" in " | ".join(plugin.problems)
+    assert grown < 150  # RE2 within 1 MB a pattern; the Rust engine took 12 MB each
+    refused = host.execute("heavy", {"p0": "é" * 300})
+    assert refused.error is not None
+    assert refused.error.code == "invalid_arguments"
 
 
 # --- the result contract --------------------------------------------------------------------------

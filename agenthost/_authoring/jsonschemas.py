@@ -5,11 +5,13 @@ as the host) and matches ``pattern`` with Python's ``re``, which backtracks:
 ``^(a+)+$`` against thirty characters holds the interpreter for minutes, and a
 worker's schema or a model's argument chooses both. So a schema may refer only
 inside itself, validators are built on an empty registry (nothing is fetched),
-and patterns are matched by pydantic-core's Rust engine, in time linear in the
-text. A pattern that engine cannot compile (look-around, back-references) is
-matched by ``re`` only when the schema is trusted: agenthost's own published
-patterns or an in-process tool's; :func:`untrusted_problem` refuses it in a
-worker's schema.
+and patterns are matched by RE2, in time linear in the text and within
+:data:`PATTERN_MEMORY` each (a pattern such as ``(?:\\w|\\d){0,200}`` takes a
+backtracking-free engine 12 MB otherwise). A pattern RE2 cannot compile
+(look-around, back-references, too large) is matched by ``re`` only when the
+schema is trusted: agenthost's own published patterns or an in-process tool's;
+:func:`untrusted_problem` refuses it in a worker's schema, as it refuses more
+than :data:`MAX_PATTERNS` patterns in one.
 """
 
 from __future__ import annotations
@@ -19,16 +21,24 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pydantic_core import SchemaError, SchemaValidator, core_schema
-
 from agenthost._authoring.formats import LOOKAROUND_PATTERNS, format_checker
 
 if TYPE_CHECKING:
     import jsonschema
 
-__all__ = ["reference_problem", "search", "untrusted_problem", "validator"]
+__all__ = [
+    "MAX_PATTERNS",
+    "PATTERN_MEMORY",
+    "patterns",
+    "reference_problem",
+    "search",
+    "untrusted_problem",
+    "validator",
+]
 
 _REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
+PATTERN_MEMORY = 2**20  # bytes RE2 may use for one pattern, its automata included
+MAX_PATTERNS = 64  # patterns in one schema from a worker
 
 
 def validator(schema: Mapping[str, Any], *, formats: bool = True) -> jsonschema.protocols.Validator:
@@ -105,22 +115,27 @@ def _additional_properties(
 
 def search(pattern: str, text: str) -> bool:
     """Whether ``pattern`` matches somewhere in ``text``, as JSON Schema's ``pattern`` asks
-    (text with a lone surrogate, which a Rust string cannot hold, matches nothing)."""
-    rust = _rust(pattern)
-    if rust is not None:
-        return rust(text)
-    return re.search(pattern, text) is not None  # trusted: see the module docstring
-
-
-@functools.lru_cache(maxsize=1024)
-def _rust(pattern: str) -> Callable[[str], bool] | None:
+    (text with a lone surrogate, which RE2 cannot hold, matches nothing)."""
+    linear = _re2(pattern)
+    if linear is None:
+        return re.search(pattern, text) is not None  # trusted: see the module docstring
     try:
-        checker = SchemaValidator(
-            core_schema.str_schema(pattern=pattern, regex_engine="rust-regex", strict=True)
-        )
-    except SchemaError:
+        return linear.search(text) is not None
+    except UnicodeEncodeError:
+        return False
+
+
+@functools.lru_cache(maxsize=256)
+def _re2(pattern: str) -> Any:
+    """``pattern`` compiled by RE2 within :data:`PATTERN_MEMORY`, or None if it cannot be."""
+    import re2  # type: ignore[import-untyped]  # untyped binding
+
+    options = re2.Options()
+    options.max_mem, options.log_errors = PATTERN_MEMORY, False
+    try:
+        return re2.compile(pattern, options)
+    except re2.error:
         return None
-    return checker.isinstance_python
 
 
 def reference_problem(schema: Mapping[str, Any]) -> str | None:
@@ -160,19 +175,18 @@ def _dangling(schema: Mapping[str, Any]) -> str | None:
 
 def untrusted_problem(schema: Mapping[str, Any]) -> str | None:
     """Why a schema from outside the host (a worker's) may not be used: a pattern the
-    linear engine cannot match, where ``re`` could backtrack for minutes."""
-    nodes = [node for node, _ in _nodes(schema)]
-    for node in nodes:
-        patterns = [node.get("pattern")]
-        if isinstance(node.get("patternProperties"), Mapping):
-            patterns += list(node["patternProperties"])
-        for pattern in patterns:
-            if isinstance(pattern, str) and not _linear_or_ours(pattern):
-                return (
-                    f"pattern {pattern[:100]!r} needs look-around or back-references, which "
-                    "the host does not match for a tool in a worker; write it without them"
-                )
-    keywords = {keyword for node in nodes for keyword in node}
+    linear engine cannot match (``re`` could backtrack for minutes), or too many."""
+    found = patterns(schema)
+    if len(found) > MAX_PATTERNS:
+        return f"it holds {len(found):,} patterns; a tool in a worker may have {MAX_PATTERNS}"
+    for pattern in found:
+        if not _linear_or_ours(pattern):
+            return (
+                f"pattern {pattern[:100]!r} cannot be matched in linear time (look-around, "
+                "back-references, or too large), which the host requires of a tool in a "
+                "worker; write it without them"
+            )
+    keywords = {keyword for node, _ in _nodes(schema) for keyword in node}
     if {"patternProperties", "unevaluatedProperties"} <= keywords:
         return (
             "patternProperties with unevaluatedProperties is not checked for a tool in a "
@@ -181,8 +195,19 @@ def untrusted_problem(schema: Mapping[str, Any]) -> str | None:
     return None
 
 
+def patterns(schema: Mapping[str, Any]) -> list[str]:
+    """The regular expressions in ``schema`` (``pattern``, ``patternProperties``)."""
+    found = []
+    for node, _ in _nodes(schema):
+        if isinstance(node.get("pattern"), str):
+            found.append(node["pattern"])
+        if isinstance(node.get("patternProperties"), Mapping):
+            found += [p for p in node["patternProperties"] if isinstance(p, str)]
+    return found
+
+
 def _linear_or_ours(pattern: str) -> bool:
-    return _rust(pattern) is not None or pattern in LOOKAROUND_PATTERNS
+    return _re2(pattern) is not None or pattern in LOOKAROUND_PATTERNS
 
 
 def _nodes(schema: Any, depth: int = 0) -> Iterator[tuple[Mapping[str, Any], int]]:

@@ -135,6 +135,7 @@ def _declares_network(said: Hello | str) -> bool:
 
 
 _NETWORK = ("http.", "https.", "network.", "net.", "socket.")
+_PLUGIN_PATTERNS = 1000
 _NO_NETWORK_NEEDED = (
     "plugin {} may use the network, but none of its tools declares a network permission "
     "(http.*, network.*); it runs without"
@@ -218,10 +219,17 @@ def _definitions(
     a tool that fails is a definition error, as a bad tool in-process is."""
     definitions: dict[str, ToolDefinition] = {}
     errors: list[ToolDefinitionError] = [_error(e) for e in loaded.errors]
+    patterns = _PLUGIN_PATTERNS  # each is compiled in the host: a budget for the plugin
     for described in loaded.tools:
         try:
             if described.name in definitions:
                 raise _refused(described, "its name is defined twice")
+            schemas = (described.input_schema, described.output_schema or {})
+            patterns -= sum(len(jsonschemas.patterns(schema)) for schema in schemas)
+            if patterns < 0:
+                raise _refused(
+                    described, f"the plugin's tools hold over {_PLUGIN_PATTERNS} patterns"
+                )
             definitions[described.name] = _proxy(worker, described)
         except ToolDefinitionError as exc:  # where the worker says the tool is, not here
             errors.append(_refused(described, *(p.message for p in exc.problems)))
