@@ -425,3 +425,19 @@ def test_a_plugin_larger_than_the_host_reads_fails_before_it_is_read(
         plugins["hoard"].error or ""
     )
     assert host.execute("good").output == "good"
+
+
+def test_an_unknown_tool_name_never_reads_a_failed_plugins_traps(
+    plugin_dir: Path, make_host: Callable[..., PluginHost]
+) -> None:
+    package = plugin_dir / "trap"
+    write(package / "__init__.py", "raise RuntimeError('broken on purpose')\n")
+    write(package / "real.py", "def wanted(): ...\n")
+    os.mkfifo(package / "fifo.py")  # reading it would wait for a writer for ever
+    (package / "zero.py").symlink_to("/dev/zero")  # reading it would never end
+    host = make_host(plugin_dir).start()
+    missing = host.execute("made_up_by_a_model", {})  # any name a model chooses
+    assert missing.error is not None
+    assert missing.error.code == "unknown_tool"
+    failed = host.execute("wanted", {})
+    assert "defines it but failed to load" in (failed.error.message if failed.error else "")

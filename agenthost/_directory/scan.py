@@ -7,9 +7,12 @@ to import plugin code to do so. Loading a :class:`Source` is ``_loader``'s job.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import itertools
 import os
 import re
+import stat
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -124,18 +127,22 @@ def defines(path: str, name: str, *, limit: int = 2_000_000) -> bool:
         return False
     pattern = re.compile(rf"\bdef {name}\s*\(|name\s*=\s*['\"]{name}['\"]".encode())
     root = Path(path)
-    files = [root] if root.suffix == ".py" else sorted(root.rglob("*.py")) if root.is_dir() else []
+    files: Iterable[Path] = []
+    if root.suffix == ".py":
+        files = [root]
+    elif root.is_dir():  # the same bounded walk as loading: links out and loops are not taken
+        files = (file for file in _package_files(root) if file.suffix == ".py")
     budget = limit
-    for file in files[:500]:
+    for file in itertools.islice(files, 500):
         try:
-            data = file.read_bytes()[:budget]
+            data, _ = _read(file, budget)
         except OSError:
-            continue
+            continue  # gone, or not a regular file (a FIFO would block, /dev/zero never ends)
+        if data is None:
+            break
         if pattern.search(data):
             return True
         budget -= len(data)
-        if budget <= 0:
-            break
     return False
 
 
@@ -248,6 +255,8 @@ def _read(path: Path, budget: int) -> tuple[bytes | None, str]:
     where it led."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, f"{path} is not a regular file")
         try:
             real = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
