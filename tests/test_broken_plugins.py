@@ -441,3 +441,17 @@ def test_an_unknown_tool_name_never_reads_a_failed_plugins_traps(
     assert missing.error.code == "unknown_tool"
     failed = host.execute("wanted", {})
     assert "defines it but failed to load" in (failed.error.message if failed.error else "")
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA])
+def test_a_wheel_compressed_other_than_deflate_is_refused_before_it_is_expanded(
+    plugin_dir: Path, make_host: Callable[..., PluginHost], method: int
+) -> None:
+    packed = zipfile.ZipInfo("packed/__init__.py")
+    packed.compress_type = method  # these expand a whole block at once, whatever it declares
+    data = wheel_bytes("packed", "1.0", {}, raw=[(packed, b"#" * 2**20)])
+    (plugin_dir / "packed-1.0-py3-none-any.whl").write_bytes(data)
+    host = make_host(plugin_dir).start()
+    [plugin] = host.plugins()
+    assert plugin.status == "failed"
+    assert f"compressed with method {method}; wheels are stored or deflated" in (plugin.error or "")

@@ -142,7 +142,7 @@ def _verified_files(data: bytes) -> tuple[dict[str, bytes], str]:
         entries = archive.infolist()
         _check_entries(entries)
         try:
-            files = {_path(e.filename): archive.read(e) for e in entries if not e.is_dir()}
+            files = {_path(e.filename): _read(archive, e) for e in entries if not e.is_dir()}
         except (zipfile.BadZipFile, EOFError) as exc:
             raise WheelError(f"corrupt entry in the archive ({exc})") from None
     infos = sorted(
@@ -154,6 +154,16 @@ def _verified_files(data: bytes) -> tuple[dict[str, bytes], str]:
         raise WheelError(f"more than one .dist-info directory ({', '.join(infos)})")
     _check_record(files, infos[0])
     return files, infos[0]
+
+
+def _read(archive: zipfile.ZipFile, entry: zipfile.ZipInfo) -> bytes:
+    """An entry's bytes, never more than it declares: the declared sizes are what the
+    archive's total was checked against, and a bomb declares little."""
+    with archive.open(entry) as member:
+        data = member.read(entry.file_size + 1)
+    if len(data) > entry.file_size:
+        raise WheelError(f"refused entry {entry.filename!r}: larger than the archive declares")
+    return data
 
 
 def _path(name: str) -> str:
@@ -254,6 +264,11 @@ def _check_entries(entries: list[zipfile.ZipInfo]) -> None:
             raise WheelError(f"refused entry {name!r}: absolute or Windows path")
         if ".." in parts or "\x00" in name:
             raise WheelError(f"refused entry {name!r}: it would escape the extraction directory")
+        if entry.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise WheelError(  # bzip2 and LZMA decompress a whole block, however large
+                f"refused entry {name!r}: compressed with method {entry.compress_type}; "
+                "wheels are stored or deflated"
+            )
         if stat.S_ISLNK(entry.external_attr >> 16):
             raise WheelError(f"refused entry {name!r}: links are not allowed")
         if name.endswith(".pth"):
