@@ -234,6 +234,8 @@ def answer_forged(kind: str) -> str:
         "stranger": '{"done": %d, "output": "x", "data": null, "truncated": false, "x": 1}',
         "overflow": '{"done": %d, "output": "x", "data": {"n": [1e400]}, "truncated": false}',
         "delta": '{"delta": %d, "text": "streamed by a tool that does not stream"}',
+        "empty": '{"delta": %d, "text": ""}',
+        "stray": '{"done": 99999%d, "output": "x", "data": null, "truncated": false}',
     }[kind] % cid
     os.write(_channel(), len(body).to_bytes(4, "big") + body.encode())
     time.sleep(30)
@@ -906,7 +908,7 @@ def test_a_forged_schemas_patterns_cost_the_host_bounded_memory(
 
 
 @pytest.mark.parametrize(
-    "kind", ["int", "none", "nan", "surrogate", "stranger", "overflow", "delta"]
+    "kind", ["int", "none", "nan", "surrogate", "stranger", "overflow", "delta", "empty", "stray"]
 )
 def test_a_forged_answer_stops_the_worker_and_fails_the_plugin(
     hosts: Callable[..., PluginHost], kind: str

@@ -44,6 +44,7 @@ __all__ = ["RemoteError", "Supervisor", "WorkerGone"]
 
 _RESTART_WINDOW = 60.0  # seconds in which crashes are counted
 _SEND_TIMEOUT = 2.0  # seconds a send may wait for a worker that does not read its channel
+_BACKLOG_LIMIT = 4 * 2**20  # bytes waiting for a worker that reads, but too slowly
 _SIGNALS = {
     signal.SIGKILL: "was killed (at its memory or CPU time limit, or by someone else)",
     signal.SIGSEGV: "crashed (segmentation fault)",
@@ -75,15 +76,18 @@ class _Run:
         self.loaded = threading.Event()
         self.hello: Hello | None = None
         self.pending: dict[int, _Pending] = {}
+        self.abandoned: set[int] = set()  # calls given up on: their answers may still come
         self.stopping = ""  # why the host stops this process, if it does
         self.broken = ""  # how it broke the protocol, if it did
         self.reader: threading.Thread | None = None
-        self.stuck: Callable[[], None] = lambda: None  # it stopped reading its channel
+        self.stuck: Callable[[str], None] = lambda why: None  # stop it: it does not read
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._closed = False
         self._backlog: list[bytes] = []  # frames waiting for the worker to read
         self._writing = False  # a writer thread owns the backlog
+        self._backlog_bytes = 0
+        self._overflowed = False
         self._waiters: list[_Pending] = []
         with _attached(self.conn) as sock:  # the writer's waits are bounded
             seconds = struct.pack("ll", int(_SEND_TIMEOUT), 0)
@@ -114,6 +118,12 @@ class _Run:
                 threading.Thread(target=self._write, name="agenthost-worker-writer",
                                  daemon=True).start()  # fmt: skip
             self._backlog.append(frame)
+            self._backlog_bytes += len(frame)
+            waiting = self._backlog_bytes - len(self._backlog[0])  # one large call may wait
+            if waiting > _BACKLOG_LIMIT and not self._overflowed:
+                self._overflowed = True  # it reads far less than the host sends it: stop it
+                why = "it reads its channel far slower than the host writes to it"
+                threading.Thread(target=self.stuck, args=(why,), daemon=True).start()
 
     def _write(self) -> None:
         with self._send_lock:  # a descriptor of its own: the reader may close the channel's
@@ -122,6 +132,7 @@ class _Run:
             while True:
                 with self._send_lock:
                     chunk, self._backlog = b"".join(self._backlog), []
+                    self._backlog_bytes = 0
                     if not chunk:
                         self._writing = False
                         return
@@ -131,7 +142,7 @@ class _Run:
                     break
                 except OSError:
                     return  # the channel ended
-        self.stuck()
+        self.stuck("it stopped reading its channel")
 
     def close(self) -> None:
         """Close the channel; a send after this raises ``OSError``."""
@@ -222,7 +233,7 @@ class Supervisor:
             cwd = config["cwd"] = tempfile.mkdtemp(prefix="agenthost-worker-")
         process.output.label = f"{self._expected} worker {process.pid}"
         run = self._run = _Run(process, cwd)
-        run.stuck = functools.partial(self._stop_run, run, "it stopped reading its channel")
+        run.stuck = functools.partial(self._stop_run, run)
         self.status.pid = process.pid
         run.send(config)
         run.reader = threading.Thread(
@@ -308,8 +319,12 @@ class Supervisor:
         kind, cid, payload = answer(message)
         pending = run.pending.get(cid)
         if pending is None:
-            return  # a call the host gave up on, a moment before the worker was stopped
+            if cid in run.abandoned:
+                return  # a call the host gave up on, a moment before the worker was stopped
+            raise ProtocolError("answered a call the host never made")
         if kind == "delta":
+            if not payload:
+                raise ProtocolError("sent an empty stream message")
             if not pending.streams:
                 raise ProtocolError("streamed output from a tool that does not stream")
             pending.streamed += len(payload)
@@ -394,6 +409,7 @@ class Supervisor:
         try:
             kind, payload = await pending.future
         except asyncio.CancelledError:  # the caller's timeout: stop the tool for real
+            run.abandoned.add(cid)
             run.pending.pop(cid, None)
             if self._detach(run, f"call {tool} timed out"):  # the next call gets a fresh one
                 logger.warning("stopping worker {} of {}: call {} timed out",
