@@ -535,6 +535,33 @@ def test_a_call_through_another_abi_ends_the_worker_not_just_its_thread(
     assert "made a system call its sandbox forbids" in result.error.message
 
 
+def test_workers_of_two_hosts_never_share_a_uid(tmp_path: Path) -> None:
+    write(tmp_path / "plugins" / "attacker.py", ATTACKER)
+    script = f"""
+        import sys
+        from agenthost import PluginHost
+        host = PluginHost({str(tmp_path / "plugins")!r}, installed=False, isolation="process",
+                          cache_dir={str(tmp_path / "cache")!r}).start()
+        print(host.execute("privileges").data["uid"], flush=True)
+        sys.stdin.read()
+        host.stop()
+    """
+    hosts = [
+        subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]  # fmt: skip
+    try:
+        uids = [int(host.stdout.readline()) for host in hosts if host.stdout is not None]
+    finally:
+        for host in hosts:
+            host.communicate("", timeout=30)
+    assert len(uids) == 2
+    assert (
+        uids[0] != uids[1]
+    )  # a process limit counts per uid: one host's plugin would starve the other's
+
+
 def test_a_worker_cannot_lift_its_hard_limits(hosts: Callable[..., PluginHost]) -> None:
     options = WorkerOptions(memory_mb=512, cpu_seconds=2, open_files=64)
     host = hosts(("attacker", ATTACKER), worker_options=options)

@@ -22,6 +22,7 @@ import contextlib
 import itertools
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -131,7 +132,7 @@ def start(launch: Launch) -> Process:
     """A fresh worker process, holding only its end of the channel and its output pipe."""
     ours, theirs = socket.socketpair()
     out_r, out_w = os.pipe()
-    uid = -1 if launch.uids is None else launch.uids[next(_uid_slots) % len(launch.uids)]
+    uid = -1 if launch.uids is None else _free_uid(launch.uids)
     env, files, seccomp = dict(launch.env), None, None
     if launch.layout is None:
         argv = _boot([p for p in sys.path if os.path.isabs(p)], theirs.fileno(), uid)
@@ -252,7 +253,27 @@ class Spares:
             discard(spare)
 
 
-_uid_slots = itertools.count()
+_uid_slots = itertools.count(random.randrange(2**16))  # another host starts elsewhere
+
+
+def _free_uid(uids: range) -> int:
+    """The next uid of the range that no process on the machine has now (another host's
+    workers count: a process limit counts per uid), or the next one if all are taken."""
+    taken = set()
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                with contextlib.suppress(OSError):
+                    taken.add(os.stat(f"/proc/{name}").st_uid)
+    first = uids[next(_uid_slots) % len(uids)]
+    uid = first
+    for _ in range(min(len(uids), 1000)):
+        if uid not in taken:
+            return uid
+        uid = uids[next(_uid_slots) % len(uids)]
+    return first
+
+
 SPARES = Spares()
 atexit.register(SPARES.release, None)  # spares hang up and exit with the host
 
