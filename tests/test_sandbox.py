@@ -460,6 +460,21 @@ def test_a_plugin_cannot_link_to_the_hosts_files(
         assert "No such file" in stolen.error.message
 
 
+def test_a_plugin_cannot_hard_link_another_users_file(
+    hosts: Callable[..., PluginHost], tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("another user's secret")
+    os.chown(secret, 4242, 4242)  # as where fs.protected_hardlinks is 0, or as that user
+    package = tmp_path / "plugins" / "linker"
+    write(package / "__init__.py", READER)
+    os.link(secret, package / "stolen.txt")
+    host = hosts()
+    [plugin] = host.plugins()
+    assert plugin.status == "failed"
+    assert "stolen.txt is a link to a file of uid 4242 (a hard link)" in (plugin.error or "")
+
+
 def test_an_in_process_plugin_may_link_and_a_loop_does_not_hang(
     hosts: Callable[..., PluginHost], tmp_path: Path
 ) -> None:

@@ -135,7 +135,7 @@ def defines(path: str, name: str, *, limit: int = 2_000_000) -> bool:
     budget = limit
     for file in itertools.islice(files, 500):
         try:
-            data, _ = _read(file, budget)
+            data, _, _ = _read(file, budget)
         except OSError:
             continue  # gone, or not a regular file (a FIFO would block, /dev/zero never ends)
         if data is None:
@@ -198,17 +198,25 @@ def last_change(source: Source) -> float:
 
 class Files(dict[Path, bytes]):
     """A source's files as the host read them, by path, and where each really was:
-    ``real`` maps a file reached through a link to the file it reached."""
+    ``real`` maps a file reached through a link to the file it reached, ``shared`` a
+    file with other hard links to the uid that owns it."""
 
     def __init__(self) -> None:
         super().__init__()
         self.real: dict[Path, str] = {}
+        self.shared: dict[Path, int] = {}
 
     def outside(self, directory: Path) -> dict[Path, str]:
-        """The files whose real place is not inside ``directory``."""
+        """The files whose real place is not inside ``directory``: reached through a
+        link, or hard links to a file of another user than the directory's owner."""
         root = directory.resolve()
         real = self.real.items()
-        return {path: where for path, where in real if not Path(where).is_relative_to(root)}
+        out = {path: where for path, where in real if not Path(where).is_relative_to(root)}
+        owner = root.stat().st_uid
+        for path, uid in self.shared.items():
+            if uid != owner:
+                out.setdefault(path, f"a file of uid {uid} (a hard link)")
+        return out
 
 
 MAX_PLUGIN_BYTES = 100 * 2**20  # what the host reads of one plugin: it keeps each version's files
@@ -237,25 +245,28 @@ def read_source(source: Source) -> tuple[str, Files]:
     contents = Files()
     budget = MAX_PLUGIN_BYTES
     for path in files:
-        data, real = _read(path, budget)
+        data, real, info = _read(path, budget)
         if data is None:  # it grew (or says size 0 and is not): stop at the budget
             raise TooLarge(source)
         budget -= len(data)
         contents[path] = data
         if real != str(path):
             contents.real[path] = real
+        if info.st_nlink > 1:
+            contents.shared[path] = info.st_uid
         digest.update(str(path.relative_to(source.path.parent)).encode() + b"\0")
         digest.update(hashlib.sha256(data).digest())
     return digest.hexdigest()[:16], contents
 
 
-def _read(path: Path, budget: int) -> tuple[bytes | None, str]:
-    """A file's bytes (None past ``budget``) and the path of the file really read: asked of
-    the open file where the system tells it, so a link swapped after the check cannot hide
-    where it led."""
+def _read(path: Path, budget: int) -> tuple[bytes | None, str, os.stat_result]:
+    """A file's bytes (None past ``budget``), the path of the file really read (asked of
+    the open file where the system tells it, so a link swapped after the check cannot
+    hide where it led) and its status (a regular file's only: ``OSError`` else)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise OSError(errno.EINVAL, f"{path} is not a regular file")
         try:
             real = os.readlink(f"/proc/self/fd/{fd}")
@@ -263,7 +274,7 @@ def _read(path: Path, budget: int) -> tuple[bytes | None, str]:
             real = os.path.realpath(path)
         with os.fdopen(os.dup(fd), "rb") as file:
             data = file.read(budget + 1)
-        return (data if len(data) <= budget else None), real
+        return (data if len(data) <= budget else None), real, info
     finally:
         os.close(fd)
 
