@@ -912,8 +912,12 @@ def test_a_worker_that_stops_reading_never_stalls_the_callers_loop(
 
     longest, results, ping = asyncio.run(scenario())
     assert longest < 1.0  # a liveness bound: a blocking send held the loop 2 s each
-    assert all(r.error is not None for r in results)
-    assert "stopped reading its channel" in (results[-1].error.message if results[-1].error else "")
+    # the calls sent to the frozen worker end with it; once it is stopped (it read nothing
+    # for 2 s, or what waits for it passed 4 MB) the rest go to a fresh one
+    failed = [r.error.message for r in results if r.error is not None]
+    assert failed
+    assert all("it stopped reading its channel" in m or "far slower" in m for m in failed), failed
+    assert all(r.data == 2**18 for r in results if r.error is None)
     assert ping.output == "pong"
     assert host.execute("measure", {"text": "abc"}, timeout=30).data == 3  # a fresh worker
 
@@ -944,6 +948,66 @@ def test_a_forged_schemas_patterns_cost_the_host_bounded_memory(
     refused = host.execute("heavy", {"p0": "é" * 300})
     assert refused.error is not None
     assert refused.error.code == "invalid_arguments"
+
+
+SLOW_READER = """
+import json, os, threading, time
+from agenthost import tool
+
+
+def _channel():
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                return int(name)
+        except OSError:
+            continue
+
+
+def _frame(message):
+    body = json.dumps(message).encode()
+    return len(body).to_bytes(4, "big") + body
+
+
+def _read(fd):
+    size = int.from_bytes(os.read(fd, 4), "big")
+    body = b""
+    while len(body) < size:
+        body += os.read(fd, size - len(body))
+    return json.loads(body)
+
+
+fd = _channel()
+hello = %r
+os.write(fd, _frame(hello))
+message = _read(fd)
+while "call" not in message:
+    message = _read(fd)
+deltas = _frame({"delta": message["call"], "text": "x"}) * 2000  # each earns a credit message
+
+
+def read_slowly():  # never still for 2 s: it is reading, just far too little
+    while True:
+        time.sleep(0.3)
+        os.read(fd, 16384)
+
+
+threading.Thread(target=read_slowly, daemon=True).start()
+started = time.monotonic()
+while time.monotonic() - started < 60:
+    os.write(fd, deltas)
+"""
+
+
+def test_a_worker_that_reads_too_slowly_cannot_pile_up_the_hosts_messages(
+    hosts: Callable[..., PluginHost],
+) -> None:
+    hello = json.loads(_hello(tools=[{**TOOL, "kind": "generator"}]))
+    host = hosts(("forger", SLOW_READER % (hello,)), ("neighbour", NEIGHBOUR))
+    result = host.execute("fine", timeout=90)
+    assert result.error is not None
+    assert "reads its channel far slower than the host writes to it" in result.error.message
+    assert host.execute("greet").output == "hi"
 
 
 # --- the result contract --------------------------------------------------------------------------
