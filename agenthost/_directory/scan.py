@@ -24,6 +24,7 @@ __all__ = [
     "Files",
     "Kind",
     "Source",
+    "TooLarge",
     "changing",
     "defines",
     "is_ignored",
@@ -33,7 +34,6 @@ __all__ = [
     "plugin_sources",
     "read_source",
     "source_at",
-    "TooLarge",
 ]
 
 Kind = Literal["module", "package", "wheel", "installed"]
@@ -212,7 +212,10 @@ class Files(dict[Path, bytes]):
         root = directory.resolve()
         real = self.real.items()
         out = {path: where for path, where in real if not Path(where).is_relative_to(root)}
-        owner = root.stat().st_uid
+        try:
+            owner: int | None = root.stat().st_uid
+        except OSError:
+            owner = None  # gone: nothing shared is anyone's
         for path, uid in self.shared.items():
             if uid != owner:
                 out.setdefault(path, f"a file of uid {uid} (a hard link)")
