@@ -6,8 +6,10 @@ as the host) and matches ``pattern`` with Python's ``re``, which backtracks:
 worker's schema or a model's argument chooses both. So a schema may refer only
 inside itself, validators are built on an empty registry (nothing is fetched),
 and patterns are matched by RE2, in time linear in the text and within
-:data:`PATTERN_MEMORY` each (a pattern such as ``(?:\\w|\\d){0,200}`` takes a
-backtracking-free engine 12 MB otherwise). A pattern RE2 cannot compile
+:data:`PATTERN_MEMORY` each (Rust's regex engine, as linear, took 12 MB for
+``(?:\\w|\\d){0,200}``, so a few hundred patterns in a worker's schema
+exhausted the host). RE2's ``\\d`` and ``\\w`` are ASCII, as in the ECMA-262
+dialect JSON Schema names. A pattern RE2 cannot compile
 (look-around, back-references, too large) is matched by ``re`` only when the
 schema is trusted: agenthost's own published patterns or an in-process tool's;
 :func:`untrusted_problem` refuses it in a worker's schema, as it refuses more
