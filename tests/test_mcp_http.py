@@ -157,9 +157,10 @@ def test_tokens_decide_what_each_caller_sees_and_may_call(tmp_path: Path, mode: 
             assert opened.structured_content == {"result": "opened"}
             async with connect(url, mode, token=BOB) as (bob, _):
                 assert await names(bob) == LISTED  # at once, on the same registry version
-                refused = await bob.call_tool("vault", {})
-                assert refused.is_error
-                assert "permission_denied" in text(refused)
+                refused = await bob.call_tool("vault", {})  # as if alice's tool did not exist
+                assert text(refused) == "Error (unknown_tool): unknown tool 'vault'"
+                guessed = await bob.call_tool("vaul", {})  # no hint of alice's tools
+                assert text(guessed) == "Error (unknown_tool): unknown tool 'vaul'"
                 chunks: list[str | None] = []
 
                 async def on_progress(
@@ -181,6 +182,9 @@ def test_tokens_decide_what_each_caller_sees_and_may_call(tmp_path: Path, mode: 
     with http_server(_plugins(tmp_path), "--tokens", str(tokens)) as served:
         assert "2 tokens" in served.output()
         asyncio.run(scenario(served.url))
+        # the operator still learns why, and how to let the caller in
+        assert "MCP caller 'bob' called 'vault', which needs secret.read" in served.output()
+        assert "add --grant secret.read" in served.output()
 
 
 @pytest.mark.parametrize("address", ["0.0.0.0:0", "[::]:0", "192.0.2.7:8000", "example.com:80"])

@@ -59,12 +59,15 @@ async def _contract(client: Client) -> None:
     unknown = await client.call_tool("nope", {})
     assert unknown.is_error
     assert "unknown_tool" in text(unknown)
+    # a tool this caller may not see answers as one that does not exist, with no hint of it
     denied = await client.call_tool("vault", {})
     assert denied.is_error
-    assert "--grant secret.read" in text(denied)
+    assert text(denied) == "Error (unknown_tool): unknown tool 'vault'"
     hidden = await client.call_tool("handoff", {"to": "x"})
-    assert hidden.is_error
-    assert "in-process" in text(hidden)
+    assert text(hidden) == "Error (unknown_tool): unknown tool 'handoff'"
+    near = await client.call_tool("vaults", {})  # a near name: only the caller's own tools
+    assert text(near) == "Error (unknown_tool): unknown tool 'vaults'"
+    assert "did you mean 'add'?" in text(await client.call_tool("ad", {}))
     slow = await client.call_tool("nap", {"seconds": 5})
     assert slow.is_error
     assert "timeout" in text(slow)

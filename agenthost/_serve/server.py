@@ -12,19 +12,24 @@ Calls go through :meth:`PluginHost.aexecute` as the session :data:`SESSION`
 (``--grant`` grants it permissions), so permissions, validation, interceptors,
 timeouts and version pinning all apply; every failure is a result with
 ``isError: true``, never a protocol error. Tools whose permissions are not
-granted, and ``definition_only`` tools, are not listed. Over HTTP a bearer token
-names the caller (see ``tokens``), so each caller gets its own list.
+granted, and ``definition_only`` tools, are not listed, and a call to one answers
+as a call to a tool that does not exist (close names come from the caller's own
+list), so no caller learns another's tools; the operator's log says why. Over
+HTTP a bearer token names the caller (see ``tokens``), so each caller gets its
+own list.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import sys
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import mcp.types as types
+from loguru import logger
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
@@ -233,10 +238,10 @@ class McpServer:
         if self._closing:
             return error(f"tool {name!r} was not run: the server is shutting down")
         info = self.host.tool(name)
-        if info is not None and info.definition_only:
-            return error(f"tool {name!r} is run by in-process clients, not over MCP")
-        arguments = params.arguments or {}
         session = _caller()
+        if info is None or not self._served(info, session):
+            return self._unknown(name, info, session)
+        arguments = params.arguments or {}
         # The handler's own task is what a drain cancels: no extra task on every call.
         task = asyncio.current_task()
         assert task is not None
@@ -260,6 +265,25 @@ class McpServer:
             if latest is not None and latest is not info:
                 answer = self._answers.answer(result, latest)
         return answer
+
+    def _unknown(self, name: str, info: ToolInfo | None, session: str) -> types.CallToolResult:
+        """A tool this caller may not see answers as one that does not exist, with close
+        names from the tools it may see only; why it is hidden goes to the operator's log."""
+        if info is not None and info.definition_only:
+            logger.info("MCP caller {!r} called {!r}, which in-process clients run", session, name)
+        elif info is not None:
+            missing = self.host.permissions.missing(session, info.permissions)
+            grants = " ".join(f"--grant {p}" for p in missing)
+            logger.warning(
+                "MCP caller {!r} called {!r}, which needs {}; it was told the tool does not "
+                "exist (add {} or grant them to its token to let it)",
+                session, name, ", ".join(missing), grants,
+            )  # fmt: skip
+        visible = [i.name for i in self.host.tools() if self._served(i, session)]
+        close = difflib.get_close_matches(name, visible, n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        result = ToolResult.fail("unknown_tool", f"unknown tool {name[:200]!r}{hint}")
+        return self._answers.answer(result, None)
 
     async def _streamed(
         self, ctx: ServerRequestContext[Any], name: str, arguments: Any, session: str
