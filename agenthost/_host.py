@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import json
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from types import TracebackType
+from types import EllipsisType, TracebackType
 from typing import Annotated, Any
 
 from loguru import logger
 from pydantic import Field
 
+from agenthost._authoring.context import current_context
 from agenthost._authoring.definition import ToolDefinition
 from agenthost._calls.executor import Executor
 from agenthost._calls.permissions import Permissions
@@ -313,9 +315,12 @@ class PluginHost:
             )
         return cached
 
-    def search_tools(self, query: str, limit: int = 5) -> list[ToolInfo]:
+    def search_tools(
+        self, query: str, limit: int = 5, *, session: str | EllipsisType | None = ...
+    ) -> list[ToolInfo]:
         """The live tools that best match ``query`` (BM25 over names, descriptions and
-        parameter docs), best first; needs ``pip install 'agenthost[search]'``."""
+        parameter docs), best first; needs ``pip install 'agenthost[search]'``. Given a
+        ``session`` (None: calls without one), only the tools it may call."""
         snapshot = self._snapshot
         index = snapshot.cache.get("search")
         if index is None:
@@ -325,7 +330,11 @@ class PluginHost:
                 if not (self._tool_search and name == SEARCH_TOOL)
             ]
             index = snapshot.cache["search"] = ToolIndex(definitions)
-        return [snapshot.tools[name].info for name in index.search(query, limit)]
+        if session is ...:
+            return [snapshot.tools[name].info for name in index.search(query, limit)]
+        found = (snapshot.tools[name].info for name in index.search(query, len(snapshot.tools)))
+        allowed = (i for i in found if not self.permissions.missing(session, i.permissions))
+        return list(itertools.islice(allowed, limit))
 
     def _search_tool(self) -> Callable[..., Any]:
         host = self
@@ -342,7 +351,8 @@ class PluginHost:
                 query: what the tool should do, in a few words (e.g. "weather forecast").
                 limit: how many tools to return at most.
             """
-            found = host.search_tools(query, limit)
+            ctx = current_context()  # a caller finds only the tools it may call
+            found = host.search_tools(query, limit, session=ctx.session if ctx else None)
             return {"tools": [{"name": t.name, "description": t.description} for t in found]}
 
         return search_tools

@@ -182,6 +182,28 @@ def test_loaded_tools_are_shown_and_the_rest_deferred_where_providers_search(
         assert set(_names(host.schemas("openai", loaded=[]))) == {"search_tools"}
 
 
+def test_a_caller_finds_only_the_tools_it_may_call(tmp_path: Path) -> None:
+    plugins = tmp_path / "plugins"
+    write(
+        plugins / "office.py",
+        SEARCHABLE.replace(
+            "@tool\ndef send_email", "@tool(permissions={'mail.send'})\ndef send_email"
+        ),
+    )
+    with PluginHost(plugins, installed=False, tool_search=True) as host:
+        host.permissions.grant("clerk", "mail.send")
+
+        def found(session: str | None) -> list[str]:
+            data = host.execute("search_tools", {"query": "email an address"}, session=session).data
+            return [t["name"] for t in data["tools"]]
+
+        assert "send_email" in found("clerk")
+        assert "send_email" not in found("guest")  # another session's tool stays unseen
+        assert "send_email" not in found(None)
+        assert "send_email" not in {t.name for t in host.search_tools("email", session="guest")}
+        assert host.search_tools("email", 1)[0].name == "send_email"  # the host sees all
+
+
 def test_search_finds_tools_by_name_words_description_and_parameter_docs(
     searchable: PluginHost,
 ) -> None:
