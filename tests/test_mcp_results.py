@@ -268,7 +268,9 @@ def test_grants_decide_the_list_and_the_call(directory: Path) -> None:
         async with served(directory) as (client, server):
             before = [t.name for t in (await client.list_tools()).tools]
             assert "writes" not in before
-            assert "permission_denied" in text(await client.call_tool("writes", {}))
+            hidden = text(await client.call_tool("writes", {}))  # as if it did not exist
+            assert hidden.startswith("Error (unknown_tool): unknown tool 'writes'")
+            assert "writes'?" not in hidden  # close names are the caller's own tools
             server.host.permissions.grant(SESSION, "fs.write")  # no registry change needed
             after = [t.name for t in (await client.list_tools()).tools]
             assert after == sorted([*before, "writes"])
