@@ -6,9 +6,12 @@ The server runs as a subprocess on 127.0.0.1 and a free port; only the official 
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import signal
+import socket
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -346,3 +349,71 @@ def test_sessions_are_forgotten_when_their_clients_leave(tmp_path: Path) -> None
         await asyncio.wait_for(serving, LIVENESS)
 
     asyncio.run(scenario())
+
+
+# --- DNS rebinding: Host and Origin, whatever the bind address ---------------------------------
+
+INITIALIZE = json.dumps({
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "raw", "version": "1"}},
+})  # fmt: skip
+
+
+def post(
+    url: str, host: str | None = None, origin: str | None = None, token: str | None = None
+) -> int:
+    """The status a raw ``initialize`` gets, with these Host, Origin and bearer token."""
+    parsed = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parsed.hostname or "", parsed.port, timeout=10)
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if origin is not None:
+        headers["Origin"] = origin
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        connection.putrequest("POST", parsed.path, skip_host=True)
+        connection.putheader("Host", host or parsed.netloc)
+        for key, value in headers.items():
+            connection.putheader(key, value)
+        body = INITIALIZE.encode()
+        connection.putheader("Content-Length", str(len(body)))
+        connection.endheaders(body)
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("address", ["127.0.0.2:0", "LOCALHOST:0"])
+def test_a_foreign_host_or_origin_is_refused_on_any_loopback_spelling(
+    tmp_path: Path, address: str
+) -> None:
+    with http_server(_plugins(tmp_path), address=address) as served:
+        port = urllib.parse.urlsplit(served.url).port
+        assert post(served.url) == 200
+        assert post(served.url, host=f"evil.example:{port}") == 421  # a name rebound to us
+        assert post(served.url, origin="http://evil.example") == 403  # a page elsewhere
+        assert post(served.url, origin="null") == 403  # a sandboxed page
+        assert post(served.url, origin=f"http://{served.url.split('/')[2]}") == 200
+
+
+def test_tokens_do_not_lift_the_host_check_and_allow_flags_add_names(tmp_path: Path) -> None:
+    tokens = _tokens(tmp_path, {ALICE: {"session": "alice"}})
+    extra = ("--tokens", str(tokens), "--allow-host", "tools.example", "--allow-origin",
+             "https://app.example")  # fmt: skip
+    with http_server(_plugins(tmp_path), *extra) as served:
+        port = urllib.parse.urlsplit(served.url).port
+        assert post(served.url, host=f"evil.example:{port}", token=ALICE) == 421  # a token too
+        assert post(served.url, host=f"tools.example:{port}", token=ALICE) == 200
+        assert post(served.url, origin="https://app.example", token=ALICE) == 200
+        assert post(served.url, origin="https://other.example", token=ALICE) == 403
+
+
+def test_a_wildcard_bind_answers_this_machines_names_only(tmp_path: Path) -> None:
+    tokens = _tokens(tmp_path, {ALICE: {"session": "alice"}})
+    with http_server(_plugins(tmp_path), "--tokens", str(tokens), address="0.0.0.0:0") as served:
+        port = urllib.parse.urlsplit(served.url).port
+        for name in ("127.0.0.1", "localhost", socket.gethostname()):
+            assert post(served.url, host=f"{name}:{port}", token=ALICE) == 200, name
+        assert post(served.url, host=f"evil.example:{port}", token=ALICE) == 421
+        assert post(served.url, host=f"127.0.0.1:{port + 1}", token=ALICE) == 421  # another port

@@ -66,6 +66,20 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=Path,
         help="JSON file of bearer tokens, each with a session name and grants (HTTP only)",
     )
+    sub.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="another name clients use for this server in Host, say a proxy's (repeatable)",
+    )
+    sub.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a web page origin allowed to call, e.g. https://app.example (repeatable)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,7 +131,8 @@ def _over_http(args: argparse.Namespace) -> int:
 
     _freeze_libraries()
     try:
-        asyncio.run(serve_http(server, bind, port, tokens=tokens, ready=ready))
+        asyncio.run(serve_http(server, bind, port, tokens=tokens, hosts=args.allow_host,
+                               origins=args.allow_origin, ready=ready))  # fmt: skip
     except OSError as exc:
         return fail("serve", f"cannot listen on {args.http}: {exc.strerror or exc}")
     print("stopped", file=sys.stderr, flush=True)

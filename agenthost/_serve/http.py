@@ -3,8 +3,8 @@
 Who may call is decided by a token file mapping bearer tokens to a session name
 and its grants; the SDK's bearer middleware answers 401 to a missing or unknown
 token and ties each HTTP session to the token that opened it. Without tokens the
-server only binds a loopback address, where the SDK also checks ``Host`` and
-``Origin`` against DNS rebinding.
+server only binds a loopback address. Whatever the address, ``Host`` and
+``Origin`` are checked against DNS rebinding (see :func:`guard`).
 
 uvicorn re-raises the signal it caught once it has stopped, and waits for open
 event streams before it stops: here the first SIGINT/SIGTERM drains the calls in
@@ -19,17 +19,18 @@ import ipaddress
 import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import FrameType
 from typing import Any
 
 import uvicorn
 from mcp.server.auth.settings import AuthSettings
+from mcp.server.transport_security import TransportSecuritySettings
 
 from agenthost._serve.server import McpServer
 from agenthost._serve.tokens import Caller, TokenTable
 
-__all__ = ["is_loopback", "parse_address", "serve_http"]
+__all__ = ["guard", "is_loopback", "parse_address", "serve_http"]
 
 GRACE = 3.0  # seconds the calls in flight get to finish once a stop is asked for
 
@@ -90,38 +91,43 @@ async def serve_http(
     port: int,
     *,
     tokens: Mapping[str, Caller] | None = None,
+    hosts: Iterable[str] = (),
+    origins: Iterable[str] = (),
     ready: Callable[[str], None] = lambda url: None,
     stop: asyncio.Event | None = None,
     grace: float = GRACE,
 ) -> None:
     """Serve ``server`` at ``http://host:port/mcp`` until SIGINT/SIGTERM or ``stop`` is set.
 
-    ``ready`` gets the URL once the port is bound (port 0 picks a free one).
+    ``ready`` gets the URL once the port is bound (port 0 picks a free one). Requests
+    must name the server in ``Host`` and come from no foreign ``Origin`` (see
+    :func:`guard`); ``hosts`` and ``origins`` add names a proxy or a page uses.
     Stopping drains first: calls in flight get ``grace`` seconds, then an error result.
     """
     if not tokens and not is_loopback(host):
         raise ValueError(f"refusing to serve {host} without tokens")
     loop = asyncio.get_running_loop()
     stopping = stop if stop is not None else asyncio.Event()
-    config = uvicorn.Config(
-        _app(server, host, tokens),
-        log_level="warning",
-        lifespan="on",
-        timeout_graceful_shutdown=1,
-        access_log=False,
-    )
 
     def on_signal() -> None:
         loop.call_soon_threadsafe(stopping.set)
 
-    web = _Uvicorn(config, on_signal)
-
-    async def stop_when_asked() -> None:
-        await stopping.wait()
-        await server.drain(grace)
-        web.should_exit = True
-
     with _listening(host, port) as (listener, url):
+        security = guard(host, listener.getsockname()[1], hosts, origins)
+        config = uvicorn.Config(
+            _app(server, host, tokens, security),
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=1,
+            access_log=False,
+        )
+        web = _Uvicorn(config, on_signal)
+
+        async def stop_when_asked() -> None:
+            await stopping.wait()
+            await server.drain(grace)
+            web.should_exit = True
+
         async with server.running():
             watcher = asyncio.ensure_future(stop_when_asked())
             ready(url)
@@ -131,7 +137,45 @@ async def serve_http(
                 watcher.cancel()
 
 
-def _app(server: McpServer, host: str, tokens: Mapping[str, Caller] | None) -> Any:
+def guard(
+    host: str, port: int, hosts: Iterable[str] = (), origins: Iterable[str] = ()
+) -> TransportSecuritySettings:
+    """What ``Host`` and ``Origin`` a request may carry, for any bind address: the bound
+    name and port (on loopback its other spellings too, on a wildcard address this
+    machine's names and addresses), plus ``hosts``, and pages from those or ``origins``.
+    A page elsewhere (or a sandboxed one, ``Origin: null``) that rebinds a name to this
+    server is refused, token or not: the SDK does this by itself only for ``127.0.0.1``,
+    ``localhost`` and ``::1``."""
+    names = {host, *hosts}
+    if is_loopback(host):
+        names |= {"localhost", "127.0.0.1", "::1"}
+    if host in ("0.0.0.0", "::", ""):
+        names |= _machine_names()
+    spelled = {f"[{n}]" if ":" in n else n for n in names if n}
+    allowed = sorted(f"{n}:{port}" for n in spelled)
+    pages = [f"{scheme}://{h}" for h in allowed for scheme in ("http", "https")]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=allowed,
+        allowed_origins=[*pages, *origins],
+    )
+
+
+def _machine_names() -> set[str]:
+    """This machine's names and addresses, as a client that reaches a wildcard bind uses."""
+    names = {"localhost", "127.0.0.1", "::1", socket.gethostname(), socket.getfqdn()}
+    with contextlib.suppress(OSError):
+        for *_, address in socket.getaddrinfo(socket.gethostname(), None):
+            names.add(str(address[0]))
+    return names
+
+
+def _app(
+    server: McpServer,
+    host: str,
+    tokens: Mapping[str, Caller] | None,
+    security: TransportSecuritySettings,
+) -> Any:
     """The SDK's streamable HTTP app at ``/mcp``; with tokens, behind its bearer middleware."""
     verifier = TokenTable(tokens) if tokens else None
     auth = (
@@ -140,7 +184,11 @@ def _app(server: McpServer, host: str, tokens: Mapping[str, Caller] | None) -> A
         else None
     )
     return server.server.streamable_http_app(
-        streamable_http_path="/mcp", host=host, auth=auth, token_verifier=verifier
+        streamable_http_path="/mcp",
+        host=host,
+        auth=auth,
+        token_verifier=verifier,
+        transport_security=security,
     )
 
 
