@@ -32,7 +32,19 @@ from agenthost import PluginHost, SandboxWarning, ToolResult, WorkerOptions
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux namespaces")
 
-ATTACKER = """
+CHANNEL = """
+def _channel():  # the worker's socket to the host, found as an attacker would
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                return int(name)
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+    raise RuntimeError("no channel")
+"""
+
+ATTACKER = (
+    """
 import ctypes, json, os, resource, signal, socket, subprocess, sys, time
 from agenthost import tool
 
@@ -241,15 +253,9 @@ def answer_forged(kind: str) -> str:
     time.sleep(30)
     return "not reached"
 
-
-def _channel():
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
-                return int(name)
-        except OSError:
-            continue  # the listing's own descriptor, closed by now
-    raise RuntimeError("no channel")
+"""
+    + CHANNEL
+    + """
 
 
 @tool
@@ -308,6 +314,7 @@ def shout(megabytes: int) -> str:
     sys.stderr.flush()
     return "shouted"
 """
+)
 
 NEIGHBOUR = """
 from agenthost import tool
@@ -734,19 +741,15 @@ def test_a_child_holding_the_channel_cannot_hide_a_crash(hosts: Callable[..., Pl
 
 # --- the first message ----------------------------------------------------------------------------
 
-FORGED_HELLO = """
+FORGED_HELLO = (
+    """
 import os
 from agenthost import tool
 
 
-
-def _channel():
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
-                return int(name)
-        except OSError:
-            continue
+"""
+    + CHANNEL
+    + """
 
 
 body = %r.encode()
@@ -758,6 +761,7 @@ def fine() -> str:
     '''Fine.'''
     return "fine"
 """
+)
 
 TOOL = {
     "name": "fine", "description": "Fine.", "input_schema": {"type": "object", "properties": {}},
@@ -950,18 +954,14 @@ def test_a_forged_schemas_patterns_cost_the_host_bounded_memory(
     assert refused.error.code == "invalid_arguments"
 
 
-SLOW_READER = """
+SLOW_READER = (
+    """
 import json, os, threading, time
 from agenthost import tool
 
-
-def _channel():
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
-                return int(name)
-        except OSError:
-            continue
+"""
+    + CHANNEL
+    + """
 
 
 def _frame(message):
@@ -997,6 +997,7 @@ started = time.monotonic()
 while time.monotonic() - started < 60:
     os.write(fd, deltas)
 """
+)
 
 
 def test_a_worker_that_reads_too_slowly_cannot_pile_up_the_hosts_messages(
