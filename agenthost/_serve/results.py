@@ -35,13 +35,9 @@ class Answers:
         an error result that says so instead.
         """
         if result.error is not None and result.error.code == "permission_denied":
-            # The in-process advice (host.permissions.grant) means nothing to an MCP caller.
-            missing = " ".join(f"--grant {p}" for p in result.error.details.get("missing", ()))
-            return error(
-                f"Error (permission_denied): tool {result.tool!r} needs permissions this caller "
-                f"is not granted; the server's operator can add {missing} or grant them to "
-                "this caller's token"
-            )
+            # A grant withdrawn while the call was on its way: to this caller the tool is
+            # gone, as a tool it may not see always is (the server checks before calling).
+            return error(f"Error (unknown_tool): unknown tool {result.tool!r}")
         if not result.success:
             return error(result.content)
         schema = info.output_schema if info is not None else None
