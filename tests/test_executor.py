@@ -500,6 +500,54 @@ def test_streams_are_ordered_started_deltas_completed(host: PluginHost) -> None:
     assert host.execute("count", {"n": 2}).output == "0,1,"
 
 
+def test_a_generator_whose_reader_stops_is_paused_or_stopped_never_buffered(
+    host: PluginHost,
+) -> None:
+    """A thread's generator waits for its reader; one on an event loop, which cannot
+    wait, is stopped once it runs a megabyte ahead (both used to run to the end)."""
+    made: list[int] = []
+    made_async: list[int] = []
+
+    @tool(timeout=30)
+    def flood(n: int) -> Iterator[str]:
+        """A hundred kilobytes at a time."""
+        for i in range(n):
+            made.append(i)
+            yield "x" * 100_000
+
+    @tool(timeout=30)
+    async def aflood(n: int) -> Any:
+        """A hundred kilobytes at a time, on the host's loop."""
+        for i in range(n):
+            made_async.append(i)
+            yield "y" * 100_000
+
+    host.register(flood)
+    host.register(aflood)
+
+    async def stall_then_read(name: str, produced: list[int]) -> tuple[int, list[Any]]:
+        stream = host.astream(name, {"n": 100})
+        assert (await anext(stream)).kind == "started"
+        deadline = time.monotonic() + 10
+        while len(produced) < 11 and time.monotonic() < deadline:  # past the megabyte
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)  # a generator that does not wait would be at 100 by now
+        ahead = len(produced)
+        return ahead, [event async for event in stream]
+
+    ahead, events = asyncio.run(stall_then_read("flood", made))
+    assert 11 <= ahead < 20
+    assert len([e for e in events if e.kind == "delta"]) == 100  # paused, nothing lost
+    assert events[-1].result is not None
+    assert events[-1].result.success
+    _, events = asyncio.run(stall_then_read("aflood", made_async))
+    stopped = events[-1].result
+    assert stopped is not None
+    assert stopped.error is not None
+    assert stopped.error.code == "cancelled"
+    assert "1024 kB of output ahead of its reader" in stopped.error.message
+
+
 def test_a_non_streaming_tool_streams_its_whole_output_once(host: PluginHost) -> None:
     host.register(lambda: "all at once", name="whole", description="Whole.")
     events = list(host.stream("whole", {}))

@@ -6,10 +6,13 @@ result. ``astream_many`` runs its calls concurrently but hands out each call's
 events whole and in input order, so outputs never interleave, as a single
 speaker would. The sync forms bridge from the host's loop thread.
 
-Nothing is read ahead of a reader that stops: a sink gets an acknowledgement
-with each chunk, called when the reader takes it (a worker's stream waits for
-it, see ``_isolation.supervisor``); the sync forms fetch one event at a time;
-and the calls a reader has not reached yet buffer at most :data:`AHEAD` events.
+Nothing is read far ahead of a reader that stops: a sink gets an
+acknowledgement with each chunk, called when the reader takes it (a worker's
+stream waits for it, see ``_isolation.supervisor``); an in-process generator
+running in a thread pauses once its reader is :data:`MAX_AHEAD` bytes behind,
+and one running on an event loop, which cannot pause, is stopped with an error
+result; the sync forms fetch one event at a time; and the calls a reader has
+not reached yet buffer at most :data:`AHEAD` events.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -26,9 +30,10 @@ from agenthost._calls.reading import Call, read_call
 from agenthost._calls.results import ToolResult
 from agenthost._calls.workers import LoopThread, WorkerPool
 
-__all__ = ["AHEAD", "StreamEvent", "Streaming"]
+__all__ = ["AHEAD", "MAX_AHEAD", "StreamEvent", "Streaming"]
 
 AHEAD = 64  # events a call of stream_many buffers before its reader gets to it
+MAX_AHEAD = 1 << 20  # bytes of output an in-process generator may run ahead of its reader
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,17 +87,10 @@ class Streaming:
     ) -> AsyncIterator[StreamEvent]:
         """Stream one call: ``started``, output ``delta`` events, then ``completed``."""
         cid = call_id or self._new_id()
-        loop = asyncio.get_running_loop()
-        events: asyncio.Queue[Any] = asyncio.Queue()
-        streamed = False
-
-        def sink(text: str, ack: Callable[[], None] | None = None) -> None:
-            event = StreamEvent("delta", cid, name, text)
-            loop.call_soon_threadsafe(events.put_nowait, (event, ack))
-
-        token = _sink.set(sink)  # the task below starts with a copy of this context
+        pipe = _Pipe(asyncio.get_running_loop(), cid, name)
+        token = _sink.set(pipe.sink)  # the task below starts with a copy of this context
         try:
-            task = asyncio.ensure_future(
+            task = pipe.task = asyncio.ensure_future(
                 self._run(
                     name,
                     arguments,
@@ -104,20 +102,21 @@ class Streaming:
             )
         finally:
             _sink.reset(token)
-        task.add_done_callback(lambda _: events.put_nowait(_DONE))
+        task.add_done_callback(lambda _: pipe.events.put_nowait(_DONE))
+        streamed = False
         try:
             yield StreamEvent("started", cid, name)
-            while (item := await events.get()) is not _DONE:
+            while (item := await pipe.events.get()) is not _DONE:
                 event, ack = item
-                if ack is not None:
-                    ack()  # the reader took it: the tool may send that much more
+                pipe.took(event, ack)
                 streamed = True
                 yield event
-            result = task.result()
+            result = pipe.overran() or task.result()
             if not streamed and result.success and result.output:
                 yield StreamEvent("delta", cid, name, result.output)
             yield StreamEvent("completed", cid, name, result=result)
         finally:
+            pipe.close()
             if not task.done():
                 task.cancel()
 
@@ -201,3 +200,67 @@ async def _close(events: AsyncIterator[StreamEvent]) -> None:
     close = getattr(events, "aclose", None)
     if close is not None:
         await close()
+
+
+class _Pipe:
+    """A streamed call's deltas on their way to its reader, and how far the reader is behind:
+    a generator's thread waits while it is :data:`MAX_AHEAD` bytes ahead."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, call_id: str, tool: str) -> None:
+        self.events: asyncio.Queue[Any] = asyncio.Queue()
+        self.task: asyncio.Future[ToolResult] | None = None
+        self._loop = loop
+        self._call_id = call_id
+        self._tool = tool
+        self._unread = 0
+        self._closed = False
+        self._overrun = False
+        self._changed = threading.Condition()
+
+    def sink(self, text: str, ack: Callable[[], None] | None = None) -> None:
+        """Called by the tool, in any thread, with each chunk (``ack`` from a worker's stream)."""
+        if self._closed or self._overrun:
+            return  # the reader is gone, or the call is being stopped
+        event = StreamEvent("delta", self._call_id, self._tool, text)
+        self._loop.call_soon_threadsafe(self.events.put_nowait, (event, ack))
+        if ack is None and not self._wait(len(text)) and self.task is not None:
+            self._loop.call_soon_threadsafe(self.task.cancel)  # on a loop: it cannot wait
+
+    def _wait(self, size: int) -> bool:
+        """Count ``size`` more bytes; wait while over :data:`MAX_AHEAD`. False when over on a
+        thread that runs an event loop (waiting would stall it): the call must stop."""
+        with self._changed:
+            self._unread += size
+            if self._unread <= MAX_AHEAD or self._closed:
+                return True
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                self._changed.wait_for(lambda: self._unread <= MAX_AHEAD or self._closed)
+                return True
+            self._overrun = True
+            return False
+
+    def took(self, event: StreamEvent, ack: Callable[[], None] | None) -> None:
+        """The reader took ``event``: the tool may send that much more."""
+        if ack is not None:
+            ack()
+            return
+        with self._changed:
+            self._unread -= len(event.text)
+            self._changed.notify_all()
+
+    def close(self) -> None:
+        """The reader is gone: nothing waits for it any more."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+
+    def overran(self) -> ToolResult | None:
+        if not self._overrun:
+            return None
+        return ToolResult.fail(
+            "cancelled",
+            f"tool {self._tool!r} was stopped: it ran more than {MAX_AHEAD // 1024} kB of "
+            "output ahead of its reader, and on an event loop it cannot be paused",
+        )
