@@ -125,8 +125,28 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
             "file:///tmp/x",
             "http://[::1]:80/",
             "ftp://user:pw@host/dir/",
+            "http://127.0.0.1:8000/",
+            "http://a.0xg/",
+            "x-custom://a.0",
         ],
-        ["http://", "http:foo", "//x", "x", "http://exa mple.com", "http://a:99999", "https:///a"],
+        [
+            "http://",
+            "http:foo",
+            "//x",
+            "x",
+            "http://exa mple.com",
+            "http://a:99999",
+            "https:///a",
+            # a host ending in a number is an IPv4 address to the URL standard: not these
+            "http://.0",
+            "http://a.1",
+            "http://a.0x",
+            "http://a.%30",
+            "http://%2e0",
+            "http://09",
+            "http://256.1.1.1",
+            "http://1.2.3.4.5",
+        ],
     ),
     "http-url": (["https://example.com/", "http://x:1/"], ["ftp://x", "mailto:x@y", "http://"]),
     "decimal": (
@@ -161,7 +181,9 @@ def test_format_errors_say_what_is_expected() -> None:
 
 
 # What a URL type refuses beyond RFC 3986 (published as its pattern, not by the format).
-URL_ONLY = {"http://", "http:foo", "https:///a", "http://a:99999"}
+URL_ONLY = {"http://", "http:foo", "https:///a", "http://a:99999", "http://.0", "http://a.1",
+            "http://a.0x", "http://a.%30", "http://%2e0", "http://09", "http://256.1.1.1",
+            "http://1.2.3.4.5"}  # fmt: skip
 
 
 def test_hand_written_schemas_check_the_same_formats() -> None:

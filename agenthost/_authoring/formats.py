@@ -45,6 +45,7 @@ __all__ = [
     "DECIMAL_PATTERN",
     "DURATION_PATTERN",
     "format_checker",
+    "is_ours",
     "MESSAGES",
     "url_pattern",
 ]
@@ -154,20 +155,30 @@ _PORT = (
 _USER = r"(?:[^/?#@]*@)?"
 _IPV6 = r"\[[^\]]*\]"
 _END = r"(?:[/?#]|$)"
+# A special scheme's host whose last label is a number (after percent-decoding: "a.1",
+# "a.0x", "%2e0") is an IPv4 address to the URL standard, and most such hosts are not
+# valid ones; the pattern takes plain dotted quads only.
+_DIGIT = r"(?:[0-9]|%3[0-9])"
+_DOT = r"(?:\.|%2[eE])"
+_NUMBER = rf"(?:(?:0|%30)(?:[xX]|%[57]8)(?:[0-9a-fA-F]|%3[0-9]|%[46][1-6])*|{_DIGIT}+)"
+_ENDS_IN_A_NUMBER = rf"(?![^/?#@\[\]:]*?(?:(?<=[/@.])|(?<=%2[eE])){_NUMBER}{_DOT}?(?=[:/?#]|$))"
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}\.?(?=[:/?#]|$)"
 
 
 def url_pattern(schemes: list[str] | None) -> str:
     """What a URL type needs beyond RFC 3986, as a JSON Schema ``pattern``."""
     host = rf"(?:[^/?#@\[\]:]+|{_IPV6})"
+    special = rf"(?:{_IPV4}|{_ENDS_IN_A_NUMBER}[^/?#@\[\]:]+|{_IPV6})"
     if schemes:
         allowed = "|".join(_any_case(scheme) for scheme in schemes)
-        return rf"^(?:{allowed})://{_USER}{host}{_PORT}{_END}"
+        return rf"^(?:{allowed})://{_USER}{special}{_PORT}{_END}"
     other = rf"(?!(?:{_SPECIAL}|{_FILE}):)[A-Za-z][A-Za-z0-9+.\-]*:"
     return (
         rf"^(?:{other}(?!//)"
         # without a host, a URL takes no user or port (only an empty "@" or ":@" survives)
         rf"|{other}//(?:{_USER}{host}{_PORT}{_END}|:@{_END}|@$|{_END})"
-        rf"|(?:{_SPECIAL})://{_USER}{host}{_PORT}{_END}"
+        rf"|(?:{_SPECIAL})://{_USER}{special}{_PORT}{_END}"
         rf"|{_FILE}://(?:[^/?#@\[\]:]*|{_IPV6}){_END})"
     )
 
@@ -179,6 +190,22 @@ def _any_case(scheme: str) -> str:
 # Ours, written with look-around (which the linear pattern engine cannot match) and safe to
 # match with ``re``: no nested repetition. A worker's schema may carry them (see jsonschemas).
 LOOKAROUND_PATTERNS = frozenset({url_pattern(None), DURATION_PATTERN})
+_SCHEMES_OF = re.compile(
+    r"\^\(\?:((?:\[[a-z][A-Z]\]|\\?[0-9+.\-])+(?:\|(?:\[[a-z][A-Z]\]|\\?[0-9+.\-])+)*)\)://"
+)
+
+
+@functools.lru_cache(maxsize=256)
+def is_ours(pattern: str) -> bool:
+    """Whether ``pattern`` is one of ours (see :data:`LOOKAROUND_PATTERNS`), a URL type's
+    with its schemes included."""
+    if pattern in LOOKAROUND_PATTERNS:
+        return True
+    found = _SCHEMES_OF.match(pattern)
+    if found is None:
+        return False
+    schemes = [re.sub(r"\[([a-z])[A-Z]\]", r"\1", s).replace("\\", "") for s in found[1].split("|")]
+    return url_pattern(schemes) == pattern
 
 
 @functools.cache

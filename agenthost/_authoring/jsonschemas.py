@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from agenthost._authoring.formats import LOOKAROUND_PATTERNS, format_checker
+from agenthost._authoring.formats import format_checker, is_ours
 
 if TYPE_CHECKING:
     import jsonschema
@@ -209,7 +209,7 @@ def patterns(schema: Mapping[str, Any]) -> list[str]:
 
 
 def _linear_or_ours(pattern: str) -> bool:
-    return _re2(pattern) is not None or pattern in LOOKAROUND_PATTERNS
+    return _re2(pattern) is not None or is_ours(pattern)
 
 
 def _nodes(schema: Any, depth: int = 0) -> Iterator[tuple[Mapping[str, Any], int]]:
