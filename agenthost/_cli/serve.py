@@ -80,6 +80,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="ORIGIN",
         help="a web page origin allowed to call, e.g. https://app.example (repeatable)",
     )
+    sub.add_argument(
+        "--limit",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="change a per-caller quota or time limit, e.g. sessions=32 (repeatable; "
+        "names and defaults in the README's HTTP section) (HTTP only)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -91,8 +99,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.http is not None:
         return _over_http(args)
-    if args.tokens is not None:
-        return fail("serve", "--tokens applies to HTTP: add --http [HOST:]PORT")
+    if args.tokens is not None or args.limit:
+        flag = "--tokens" if args.tokens is not None else "--limit"
+        return fail("serve", f"{flag} applies to HTTP: add --http [HOST:]PORT")
     from agenthost._serve.server import McpServer
 
     server = McpServer(_host(args), grants=args.grant)
@@ -104,11 +113,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _over_http(args: argparse.Namespace) -> int:
     from agenthost._serve.http import is_loopback, parse_address, serve_http
+    from agenthost._serve.limits import Limits
     from agenthost._serve.server import McpServer
     from agenthost._serve.tokens import TokenError, load_tokens, readable_by_others
 
     try:
         bind, port = parse_address(args.http)
+        limits = Limits.parse(args.limit)
         tokens = load_tokens(args.tokens) if args.tokens is not None else None
     except (ValueError, TokenError) as exc:
         return fail("serve", str(exc))
@@ -132,7 +143,7 @@ def _over_http(args: argparse.Namespace) -> int:
     _freeze_libraries()
     try:
         asyncio.run(serve_http(server, bind, port, tokens=tokens, hosts=args.allow_host,
-                               origins=args.allow_origin, ready=ready))  # fmt: skip
+                               origins=args.allow_origin, limits=limits, ready=ready))  # fmt: skip
     except OSError as exc:
         return fail("serve", f"cannot listen on {args.http}: {exc.strerror or exc}")
     print("stopped", file=sys.stderr, flush=True)

@@ -26,7 +26,10 @@ from typing import Any
 import uvicorn
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from agenthost._serve.door import Door
+from agenthost._serve.limits import Limits
 from agenthost._serve.server import McpServer
 from agenthost._serve.tokens import Caller, TokenTable
 
@@ -93,6 +96,7 @@ async def serve_http(
     tokens: Mapping[str, Caller] | None = None,
     hosts: Iterable[str] = (),
     origins: Iterable[str] = (),
+    limits: Limits | None = None,
     ready: Callable[[str], None] = lambda url: None,
     stop: asyncio.Event | None = None,
     grace: float = GRACE,
@@ -102,6 +106,7 @@ async def serve_http(
     ``ready`` gets the URL once the port is bound (port 0 picks a free one). Requests
     must name the server in ``Host`` and come from no foreign ``Origin`` (see
     :func:`guard`); ``hosts`` and ``origins`` add names a proxy or a page uses.
+    ``limits`` are each caller's quotas and each connection's time limits.
     Stopping drains first: calls in flight get ``grace`` seconds, then an error result.
     """
     if not tokens and not is_loopback(host):
@@ -114,14 +119,7 @@ async def serve_http(
 
     with _listening(host, port) as (listener, url):
         security = guard(host, listener.getsockname()[1], hosts, origins)
-        config = uvicorn.Config(
-            _app(server, host, tokens, security),
-            log_level="warning",
-            lifespan="on",
-            timeout_graceful_shutdown=1,
-            access_log=False,
-        )
-        web = _Uvicorn(config, on_signal)
+        web = _Uvicorn(_config(server, host, tokens, security, limits or Limits()), on_signal)
 
         async def stop_when_asked() -> None:
             await stopping.wait()
@@ -170,26 +168,103 @@ def _machine_names() -> set[str]:
     return names
 
 
+def _config(
+    server: McpServer,
+    host: str,
+    tokens: Mapping[str, Caller] | None,
+    security: TransportSecuritySettings,
+    limits: Limits,
+) -> uvicorn.Config:
+    return uvicorn.Config(
+        _app(server, host, tokens, security, limits),
+        http=_head_limited(limits.head_s),
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=1,
+        access_log=False,
+    )
+
+
 def _app(
     server: McpServer,
     host: str,
     tokens: Mapping[str, Caller] | None,
     security: TransportSecuritySettings,
+    limits: Limits,
 ) -> Any:
-    """The SDK's streamable HTTP app at ``/mcp``; with tokens, behind its bearer middleware."""
+    """The SDK's streamable HTTP app at ``/mcp`` behind our :class:`Door`; with tokens,
+    behind its bearer middleware too. The door closes idle sessions; the SDK's own
+    idle timeout stays as a backstop."""
     verifier = TokenTable(tokens) if tokens else None
     auth = (
         AuthSettings(issuer_url="http://localhost", resource_server_url=None)  # type: ignore[arg-type]
         if verifier
         else None
     )
-    return server.server.streamable_http_app(
+    app = server.server.streamable_http_app(
         streamable_http_path="/mcp",
         host=host,
         auth=auth,
         token_verifier=verifier,
         transport_security=security,
+        session_idle_timeout=limits.idle_s + 60,
     )
+    return Door(app, limits=limits, security=security, verifier=verifier)
+
+
+def _head_limited(seconds: float) -> type[H11Protocol]:
+    """uvicorn's HTTP/1.1 protocol with a time limit on each request head.
+
+    uvicorn closes a connection idle between requests, but one that sends a head
+    a byte at a time (slowloris) it keeps forever. The clock runs from the
+    connection (or the end of the last answer) until a head is complete.
+    """
+
+    class HeadLimited(H11Protocol):
+        _head: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def handle_events(self) -> None:
+            cycle = self.cycle
+            super().handle_events()
+            if self.cycle is not cycle:  # a head arrived
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._head = self.loop.call_later(seconds, self._late)
+
+        def _disarm(self) -> None:
+            if self._head is not None:
+                self._head.cancel()
+                self._head = None
+
+        def _late(self) -> None:
+            self._head = None
+            if self.cycle is not None and not self.cycle.response_complete:
+                return  # a request is being answered
+            if not self.transport.is_closing():
+                self.transport.write(_TOO_SLOW)
+                self.transport.close()
+
+    return HeadLimited
+
+
+_TOO_SLOW = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain\r\nconnection: close\r\n"
+    b"content-length: 41\r\n\r\nthe request head did not arrive in time\r\n"
+)
 
 
 @contextlib.contextmanager

@@ -35,7 +35,6 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
-from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -44,6 +43,7 @@ from agenthost._directory.records import RegistryChange, ToolInfo
 from agenthost._host import PluginHost
 from agenthost._providers.exporters import to_mcp
 from agenthost._serve.results import Answers, error
+from agenthost._serve.stdio import gated_stdio
 from agenthost._version import __version__
 
 __all__ = ["SESSION", "McpServer"]
@@ -99,6 +99,8 @@ class McpServer:
         self._answers = Answers()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._notifying: asyncio.Task[None] | None = None
+        self._senders: dict[int, asyncio.Task[None]] = {}  # one per session being told
+        self._behind: set[int] = set()  # sessions with a change they have not been sent yet
         self._again = False
         self._undo = host.on_change(self._changed)
 
@@ -120,14 +122,14 @@ class McpServer:
     async def serve_stdio(self) -> None:
         """Serve one client over stdin/stdout until stdin closes.
 
-        The host starts inside ``stdio_server``, which points fd 1 at stderr while
+        The host starts inside ``gated_stdio``, which points fd 1 at stderr while
         it serves: whatever a plugin prints, at import or later, never reaches the
-        protocol stream.
+        protocol stream. Every line is read strictly first (see ``gate``).
         """
         sys.stdout.flush()
         # Python-level prints are buffered: send them to stderr too, or they would be
         # flushed onto the restored fd 1 at exit, after the last protocol frame.
-        async with stdio_server() as (read, write):
+        async with gated_stdio() as (read, write):
             with contextlib.redirect_stdout(sys.stderr):
                 async with self.running():
                     await self.server.run(read, write, self.initialization_options())
@@ -137,6 +139,8 @@ class McpServer:
         self._closing = True
         self._undo()
         self._listen.close()
+        for sender in list(self._senders.values()):
+            sender.cancel()
 
     async def drain(self, grace: float) -> None:
         """Refuse new calls, give those in flight ``grace`` seconds, cancel the rest.
@@ -194,19 +198,31 @@ class McpServer:
     async def _notify(self) -> None:
         while True:
             self._again = False
-            await self._bus.publish(ToolsListChanged())
-            # All at once, each bounded: a client that reads slowly delays nobody else.
-            await asyncio.gather(*(self._tell(k, s) for k, s in list(self._sessions.items())))
+            await self._bus.publish(ToolsListChanged())  # never waits: its buffers drop
+            for key, session in list(self._sessions.items()):
+                self._tell(key, session)
             if not self._again:
                 return
 
-    async def _tell(self, key: int, session: ServerSession) -> None:
-        try:
-            await asyncio.wait_for(session.send_tool_list_changed(), _SEND_LIMIT)
-        except asyncio.TimeoutError:
-            pass  # a stalled client: it will list again when it catches up
-        except Exception:  # noqa: BLE001 - the client went away: forget it
-            self._sessions.pop(key, None)
+    def _tell(self, key: int, session: ServerSession) -> None:
+        """Tell one session, from a sender of its own: a session that stops reading holds
+        up only its own sender, and hears only the latest change once it catches up."""
+        self._behind.add(key)
+        if key not in self._senders:
+            sender = asyncio.ensure_future(self._send(key, session))
+            self._senders[key] = sender
+            sender.add_done_callback(lambda _: self._senders.pop(key, None))
+
+    async def _send(self, key: int, session: ServerSession) -> None:
+        while key in self._behind and key in self._sessions:
+            self._behind.discard(key)
+            try:
+                await asyncio.wait_for(session.send_tool_list_changed(), _SEND_LIMIT)
+            except asyncio.TimeoutError:
+                self._behind.add(key)  # still stalled: try again, with the latest change
+            except Exception:  # noqa: BLE001 - the client went away: forget it
+                self._sessions.pop(key, None)
+        self._behind.discard(key)
 
     # --- tools/list and tools/call -----------------------------------------------------------
     async def _list_tools(
