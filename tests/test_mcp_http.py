@@ -146,6 +146,44 @@ def test_a_2026_client_discovers_list_changed_over_http(tmp_path: Path) -> None:
         asyncio.run(scenario(served.url))
 
 
+LOCKED = '''
+from agenthost import tool
+
+
+@tool(permissions={{"secret.read"}})
+def locked() -> str:
+    """Needs a grant, generation {n}."""
+    return "opened"
+'''
+
+
+@pytest.mark.parametrize("mode", ["legacy", MODERN])
+def test_a_change_to_tools_a_caller_cannot_see_is_not_announced_to_it(
+    tmp_path: Path, mode: str
+) -> None:
+    directory = _plugins(tmp_path)
+    write(directory / "locked.py", LOCKED.format(n=0))
+    tokens = _tokens(
+        tmp_path,
+        {ALICE: {"session": "alice", "grants": ["secret.read"]}, BOB: {"session": "bob"}},
+    )
+
+    async def scenario(url: str) -> None:
+        async with (
+            connect(url, mode, token=ALICE) as (_, alice),
+            connect(url, mode, token=BOB) as (_, bob),
+        ):
+            replace_atomically(directory / "locked.py", LOCKED.format(n=1))
+            await alice.next()  # alice may call it: she hears of it, bob (told with her) not
+            assert bob.seen.empty()
+            replace_atomically(directory / "shout.py", SHOUT.format(n=1, suffix=""))
+            await bob.next()  # a change to his own list he hears of
+            await alice.next()
+
+    with http_server(directory, "--tokens", str(tokens)) as served:
+        asyncio.run(scenario(served.url))
+
+
 @pytest.mark.parametrize("mode", ["legacy", MODERN])
 def test_tokens_decide_what_each_caller_sees_and_may_call(tmp_path: Path, mode: str) -> None:
     tokens = _tokens(

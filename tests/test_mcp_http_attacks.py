@@ -47,7 +47,7 @@ def size(text: str) -> int:
 
 
 @tool(timeout=30)
-def hold(mark: str, release: str) -> str:
+def hold(mark: str, release: str, pad: list[dict[str, int]] | None = None) -> str:
     """Create ``mark``, then wait (10 s at most) until ``release`` exists."""
     pathlib.Path(mark).touch()
     deadline = time.monotonic() + 10
@@ -93,14 +93,17 @@ class Answer:
 class Wire:
     """Raw HTTP/1.1 to the server: each request on its own connection, read to its end."""
 
-    def __init__(self, url: str, token: str | None = None) -> None:
+    def __init__(self, url: str, token: str | None = None, source: str | None = None) -> None:
         parsed = urllib.parse.urlsplit(url)
         self.address = (parsed.hostname or "", parsed.port or 80)
         self.host = parsed.netloc
         self.token = token
+        self.source = source
 
     def connect(self, rcvbuf: int | None = None) -> socket.socket:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if self.source is not None:
+            sock.bind((self.source, 0))
         if rcvbuf is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         sock.settimeout(LIVENESS)
@@ -297,7 +300,7 @@ def _too_many(answer: Answer, held: str) -> None:
 
 
 def test_each_caller_has_its_own_sessions_streams_and_calls(plugins: Path, tmp_path: Path) -> None:
-    limits = ["--limit", "sessions=2", "--limit", "streams=1", "--limit", "calls=1"]
+    limits = ["--limit", "sessions=2", "--limit", "streams=1", "--limit", "calls=2"]
     with http_server(plugins, "--tokens", str(_tokens(tmp_path)), *limits) as server:
         alice, bob = Wire(server.url, ALICE), Wire(server.url, BOB)
         first, second = alice.session(), alice.session()
@@ -311,15 +314,71 @@ def test_each_caller_has_its_own_sessions_streams_and_calls(plugins: Path, tmp_p
                 assert other.recv(12).startswith(b"HTTP/1.1 200")
 
         mark, release = tmp_path / "mark", tmp_path / "release"
-        with alice.start(call(3, "hold", {"mark": str(mark), "release": str(release)}), sid=first):
+        held = call(3, "hold", {"mark": str(mark), "release": str(release)})
+        with alice.start(held, sid=first), alice.start(held, sid=second):
             wait_for(mark.exists, LIVENESS, "the held call to start")
-            _too_many(alice.send(ping(), sid=second), "1 requests in flight")
+            wait_for(
+                lambda: _refused_for(alice, second, "2 requests in flight"), LIVENESS, "2 held"
+            )
             echoed = bob.send(call(4, "echo", {"text": "still served"}), sid=theirs)
             assert echoed.messages[-1]["result"]["structuredContent"] == {"result": "still served"}
             release.touch()
         wait_for(
             lambda: _opens_stream(alice, second), LIVENESS, "alice's stream to be counted closed"
         )
+
+
+def _refused_for(wire: Wire, sid: str, held: str) -> bool:
+    answer = wire.send(ping(), sid=sid)
+    if answer.status != 429:
+        return False
+    _too_many(answer, held)
+    return True
+
+
+def test_a_caller_cannot_hold_more_parsed_requests_than_its_memory_quota(
+    plugins: Path, tmp_path: Path
+) -> None:
+    """Thousands of small objects cost far more parsed than sent: one request that would
+    take more than the quota is refused whole, and a caller's requests together wait."""
+    mark, release = tmp_path / "mark", tmp_path / "release"
+    padded = {"mark": str(mark), "release": str(release), "pad": [{}] * 40_000}  # ~5 MB parsed
+    limits = ["--limit", "inflight_mb=8"]
+    with http_server(plugins, "--tokens", str(_tokens(tmp_path)), *limits) as server:
+        alice, bob = Wire(server.url, ALICE), Wire(server.url, BOB)
+        mine, theirs = alice.session(), bob.session()
+        huge = alice.send(call(1, "size", {"text": "x", "pad": [{}] * 200_000}), sid=mine)
+        assert huge.status == 413
+        assert "MB once parsed" in huge.error["error"]["message"]
+        with alice.start(call(2, "hold", padded), sid=mine):
+            wait_for(mark.exists, LIVENESS, "the held call to start")
+            _too_many(alice.send(call(3, "hold", padded), sid=mine), "MB of requests in flight")
+            answer = bob.send(call(4, "echo", {"text": "bob's"}), sid=theirs)
+            assert answer.messages[-1]["result"]["structuredContent"] == {"result": "bob's"}
+            release.touch()
+
+
+def test_every_loopback_address_is_one_caller_without_tokens(plugins: Path) -> None:
+    with served(plugins, "--limit", "sessions=1") as (wire, _):
+        wire.session()
+        elsewhere = Wire(f"http://{wire.host}/mcp", source="127.0.0.2")
+        _too_many(elsewhere.send(INITIALIZE), "1 sessions open")
+
+
+def test_only_post_carries_a_body_and_other_methods_are_refused_at_once(plugins: Path) -> None:
+    with served(plugins) as (wire, _):
+        sid = wire.session()
+        for method in ("GET", "DELETE"):
+            with wire.connect() as sock:  # a body that would never finish: no wait for it
+                head = wire.head(method, 4_000_000, sid, False, {}).replace(
+                    b"Content-Type: application/json\r\n", b""
+                )
+                sock.sendall(head + b"{" * 1000)
+                refused = read_answer(sock)
+            assert refused.status == 400, method
+            assert "takes no body" in refused.error["error"]["message"]
+        assert wire.send(b"{}", method="PUT").status == 405
+        assert wire.send(ping(), sid=sid).status == 200
 
 
 def _opens_stream(wire: Wire, sid: str) -> bool:

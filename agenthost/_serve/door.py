@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import ipaddress
 import json
 import math
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +38,7 @@ from agenthost._serve.gate import INVALID_REQUEST, Ids, Refusal, read_message, r
 from agenthost._serve.limits import Limits, Usage
 from agenthost._serve.tokens import TokenTable
 
-__all__ = ["Door"]
+__all__ = ["Door", "is_loopback"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -100,6 +102,14 @@ class Door:
                 send, _quota(f"made over {self._limits.rate:g} requests a second", None, wait)
             )
             return
+        if scope["method"] not in ("GET", "POST", "DELETE"):
+            await _answer(
+                send, refusal(INVALID_REQUEST, "/mcp answers GET, POST and DELETE", status=405)
+            )
+            return
+        if scope["method"] != "POST" and _has_body(scope):
+            await _answer(send, refusal(INVALID_REQUEST, f"{scope['method']} /mcp takes no body"))
+            return
         if caller is None:  # the SDK answers 401: nothing else to spend on it
             await self._app(scope, receive, send)
             return
@@ -147,7 +157,10 @@ class Door:
             await _answer(send, message)
             return
         assert isinstance(body, bytes)
-        problem = self._admit(scope, message, len(body), caller, usage)
+        weight = _weight(body)
+        problem = self._admit(scope, message, len(body), caller, usage) or self._afford(
+            usage, weight, message.get("id")
+        )
         if problem is not None:
             await _answer(send, problem)
             return
@@ -155,28 +168,63 @@ class Door:
         is_request = isinstance(method, str) and "id" in message
         session = self._sessions.get(_header(scope, b"mcp-session-id") or "")
         used, body = self._translate(session, message, body, scope)
-        streams = int(method == "subscriptions/listen")
-        usage.calls += is_request
-        usage.streams += streams
-        if session is not None:
-            session.busy += 1
-        try:
+        opening = _opening(scope, message)
+        address = _address(scope) if opening else None
+        with self._holding(usage, session, _kind(message), address, weight):
             alias = (used, request_id) if used is not request_id else None
-            status, sid = await _forward(self._app, scope, receive, send, body, alias)
-        finally:
-            usage.calls -= is_request
-            usage.streams -= streams
-            if session is not None:
-                session.busy -= 1
-                session.last = time.monotonic()
-                if is_request:
+            try:
+                status, sid = await _forward(self._app, scope, receive, send, body, alias)
+            finally:
+                if session is not None and is_request:
                     session.ids.answered(used)
         if session is not None and status == 404:
             self._forget(session.sid)  # the SDK no longer knows it
         elif session is not None and len(body) > RELEASE_OVER:
             self._chore(self._release(session))
-        elif sid and status < 400 and method == "initialize" and session is None:
+        elif opening and sid and status < 400:
             self._open(sid, caller, usage, scope)
+
+    @contextlib.contextmanager
+    def _holding(
+        self, usage: Usage, session: _Session | None, kind: str, opening: str | None, weight: int
+    ) -> Iterator[None]:
+        """Count a request as its caller's (a call, a stream, a session being opened, or
+        nothing: a notification) while it is served, and its session as busy."""
+        setattr(usage, kind, getattr(usage, kind) + 1)
+        usage.weight += weight
+        if opening is not None:
+            self._addresses[opening] += 1
+        if session is not None:
+            session.busy += 1
+        try:
+            yield
+        finally:
+            setattr(usage, kind, getattr(usage, kind) - 1)
+            usage.weight -= weight
+            if opening is not None:
+                self._addresses[opening] -= 1
+                if self._addresses[opening] <= 0:
+                    del self._addresses[opening]
+            if session is not None:
+                session.busy -= 1
+                session.last = time.monotonic()
+
+    def _afford(self, usage: Usage, weight: int, request_id: Any) -> Refusal | None:
+        """The refusal for a request whose parsed form would take the caller past the
+        memory its requests in flight may hold (see :func:`_weight`), or ``None``."""
+        budget = self._limits.inflight_mb * 2**20
+        if weight > budget:
+            return refusal(
+                INVALID_REQUEST,
+                f"this request would take about {weight // 2**20} MB once parsed (it holds "
+                f"many objects or arrays); a request may take {self._limits.inflight_mb:g} MB",
+                request_id,
+                413,
+            )
+        if usage.weight + weight > budget:
+            held = f"has {usage.weight // 2**20} MB of requests in flight"
+            return _quota(held, request_id, 1)
+        return None
 
     async def _body(self, scope: Scope, receive: Receive) -> bytes | Refusal | None:
         """The whole body, or the refusal for one too large or too slow."""
@@ -221,19 +269,19 @@ class Door:
                 request_id,
                 413,
             )
-        opening = method == "initialize" and not _header(scope, b"mcp-session-id")
-        if opening and not _modern(scope):
+        if _opening(scope, message):
             address = _address(scope)
-            if len(usage.sessions) >= limits.sessions:
+            if len(usage.sessions) + usage.opening >= limits.sessions:
                 return _quota(
                     f"has {limits.sessions} sessions open", request_id, limits.handshake_s
                 )
             if self._addresses[address] >= limits.sessions_per_address:
                 held = f"has {limits.sessions_per_address} sessions open from {address}"
                 return _quota(held, request_id, limits.handshake_s)
-        if isinstance(method, str) and "id" in message and usage.calls >= limits.calls:
+        kind = _kind(message)
+        if kind == "calls" and usage.calls >= limits.calls:
             return _quota(f"has {limits.calls} requests in flight", request_id, 1)
-        if method == "subscriptions/listen" and usage.streams >= limits.streams:
+        if kind == "streams" and usage.streams >= limits.streams:
             return _quota(f"has {limits.streams} event streams open", request_id, 1)
         return None
 
@@ -450,8 +498,55 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 def _address(scope: Scope) -> str:
+    """The client's address; every loopback address is this machine's (a local process
+    may send from any of 127.0.0.0/8, and must not get a quota for each)."""
     client = scope.get("client")
-    return str(client[0]) if client else "unknown"
+    if not client:
+        return "unknown"
+    address = str(client[0])
+    return "this machine" if is_loopback(address) else address
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _weight(body: bytes) -> int:
+    """About what ``body`` takes once parsed: a Python object or list costs far more
+    than its two bytes of JSON (the SDK's models of 3.9 MB of ``{}`` take 200 MB)."""
+    containers = body.count(b"{") + body.count(b"[")
+    return len(body) + 128 * containers + 16 * body.count(b",")
+
+
+def _has_body(scope: Scope) -> bool:
+    length = _header(scope, b"content-length")
+    return (length is not None and length.strip() not in ("", "0")) or bool(
+        _header(scope, b"transfer-encoding")
+    )
+
+
+def _opening(scope: Scope, message: dict[str, Any]) -> bool:
+    """Whether ``message`` opens a session: a handshake-era initialize without one."""
+    return (
+        message.get("method") == "initialize"
+        and not _header(scope, b"mcp-session-id")
+        and not _modern(scope)
+    )
+
+
+def _kind(message: dict[str, Any]) -> str:
+    """What a message holds while it is served, as a :class:`Usage` field."""
+    if not isinstance(message.get("method"), str) or "id" not in message:
+        return "notes"  # a notification or a client's answer: held by no quota
+    if message["method"] == "initialize":
+        return "opening"
+    return "streams" if message["method"] == "subscriptions/listen" else "calls"
 
 
 def _modern(scope: Scope) -> bool:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import signal
 import socket
 import threading
@@ -28,7 +27,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from agenthost._serve.door import Door
+from agenthost._serve.door import Door, is_loopback
 from agenthost._serve.limits import Limits
 from agenthost._serve.server import McpServer
 from agenthost._serve.tokens import Caller, TokenTable
@@ -36,16 +35,6 @@ from agenthost._serve.tokens import Caller, TokenTable
 __all__ = ["guard", "is_loopback", "parse_address", "serve_http"]
 
 GRACE = 3.0  # seconds the calls in flight get to finish once a stop is asked for
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def parse_address(text: str) -> tuple[str, int]:

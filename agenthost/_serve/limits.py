@@ -27,8 +27,9 @@ class Limits:
     sessions: int = 16  # sessions a caller may hold open
     sessions_per_address: int = 64  # sessions open from one client address, whoever the caller
     streams: int = 8  # event streams a caller may hold open (GET /mcp, subscriptions/listen)
-    calls: int = 32  # requests of one caller in flight at once
+    calls: int = 8  # requests of one caller in flight at once (a quarter of the worker pool)
     rate: float = 200.0  # requests per second a caller may make, in bursts of twice that
+    inflight_mb: float = 64  # memory one caller's requests in flight may take once parsed
     initialize_kb: int = 64  # size of an initialize request: it opens a session
     handshake_s: float = 10.0  # from initialize to notifications/initialized
     idle_s: float = 600.0  # a session with nothing in flight and no stream open is closed after
@@ -63,8 +64,11 @@ class Usage:
     """What one caller holds now, and its request allowance (a token bucket)."""
 
     sessions: set[str] = field(default_factory=set)
+    opening: int = 0  # initialize requests being answered: sessions about to open
     streams: int = 0
     calls: int = 0
+    weight: int = 0  # what its requests in flight take once parsed, estimated
+    notes: int = 0  # notifications and answers being passed on
     allowance: float = math.inf
     stamp: float = field(default_factory=time.monotonic)
 
@@ -82,4 +86,4 @@ class Usage:
     @property
     def idle(self) -> bool:
         """Holding nothing: its entry may be forgotten once its allowance is full again."""
-        return not self.sessions and not self.streams and not self.calls
+        return not (self.sessions or self.opening or self.streams or self.calls or self.notes)

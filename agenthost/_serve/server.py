@@ -1,10 +1,12 @@
 """``agenthost serve``: the live plugin directory as an MCP server, on the official SDK.
 
-Every registry change reaches every connected client without a reconnect, from
+Every change to a client's tool list reaches it without a reconnect, from
 outside any request: session-based clients (2025-06-18, 2025-11-25) get
 ``notifications/tools/list_changed`` on their connection, 2026-07-28 clients
 get a ``ToolsListChanged`` event on the ``subscriptions/listen`` streams they
-opened (at that protocol version the SDK drops bare change notifications).
+opened (at that protocol version the SDK drops bare change notifications). A
+change to tools a caller cannot see is not announced to it: each caller has its
+own listen bus, and a session hears of a change only when its list moved.
 The SDK keeps no public list of connections, so the server keeps its own: a
 connection joins when its handshake completes and leaves when it closes.
 
@@ -79,8 +81,7 @@ class McpServer:
         grants = tuple(grants)
         if grants:
             host.permissions.grant(SESSION, *grants)
-        self._bus = InMemorySubscriptionBus()
-        self._listen = ListenHandler(self._bus)
+        self._listens: dict[str, tuple[InMemorySubscriptionBus, ListenHandler]] = {}
         self.server: Server[Any] = _Server(
             "agenthost",
             version=__version__,
@@ -92,6 +93,9 @@ class McpServer:
             "notifications/initialized", types.NotificationParams, self._joined
         )
         self._sessions: dict[int, ServerSession] = {}  # session-based connections, by id
+        self._callers: dict[int, str] = {}  # whose each session is
+        self._seen: dict[str, int] = {}  # each caller's list as last told, as a fingerprint
+        self._prints: dict[int, tuple[types.ListToolsResult, int]] = {}  # by listing
         self._listings: dict[tuple[int, frozenset[str]], types.ListToolsResult] = {}
         self._calls: set[asyncio.Task[Any]] = set()  # handlers inside a tool call
         self._drained: set[asyncio.Task[Any]] = set()  # cancelled by drain(), not by a client
@@ -138,7 +142,8 @@ class McpServer:
         """Stop following the registry and end the listen streams."""
         self._closing = True
         self._undo()
-        self._listen.close()
+        for _, handler in self._listens.values():
+            handler.close()
         for sender in list(self._senders.values()):
             sender.cancel()
 
@@ -178,9 +183,35 @@ class McpServer:
         key = id(connection if connection is not None else ctx.session)
         if key in self._sessions:
             return
+        caller = _caller()
+        self._seen.setdefault(caller, self._fingerprint(caller))
         self._sessions[key] = ctx.session
+        self._callers[key] = caller
         if connection is not None:
-            connection.exit_stack.callback(self._sessions.pop, key, None)
+            connection.exit_stack.callback(self._forget, key)
+
+    def _forget(self, key: int) -> None:
+        self._sessions.pop(key, None)
+        self._callers.pop(key, None)
+
+    async def _listen(
+        self, ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """A 2026-07-28 listen stream, on its caller's own bus: a change is announced
+        only to the callers whose list it changes."""
+        caller = _caller()
+        if caller not in self._listens:
+            self._seen.setdefault(caller, self._fingerprint(caller))
+            bus = InMemorySubscriptionBus()
+            self._listens[caller] = (bus, ListenHandler(bus))
+        return await self._listens[caller][1](ctx, params)
+
+    def _fingerprint(self, caller: str) -> int:
+        listing = self._listing(caller)
+        found = self._prints.get(id(listing))
+        if found is None or found[0] is not listing:
+            found = self._prints[id(listing)] = (listing, hash(listing.model_dump_json()))
+        return found[1]
 
     def _changed(self, change: RegistryChange) -> None:
         """Called by the registry, in whatever thread applied the change."""
@@ -198,11 +229,21 @@ class McpServer:
     async def _notify(self) -> None:
         while True:
             self._again = False
-            await self._bus.publish(ToolsListChanged())  # never waits: its buffers drop
+            moved = {c for c in {*self._callers.values(), *self._listens} if self._moved(c)}
+            for caller in moved & self._listens.keys():
+                await self._listens[caller][0].publish(ToolsListChanged())  # never waits
             for key, session in list(self._sessions.items()):
-                self._tell(key, session)
+                if self._callers.get(key) in moved:
+                    self._tell(key, session)
             if not self._again:
                 return
+
+    def _moved(self, caller: str) -> bool:
+        """Whether ``caller``'s list changed since it was last told; a change to tools
+        it cannot see is none of its business."""
+        now = self._fingerprint(caller)
+        before, self._seen[caller] = self._seen.get(caller), now
+        return before != now
 
     def _tell(self, key: int, session: ServerSession) -> None:
         """Tell one session, from a sender of its own: a session that stops reading holds
@@ -221,19 +262,23 @@ class McpServer:
             except asyncio.TimeoutError:
                 self._behind.add(key)  # still stalled: try again, with the latest change
             except Exception:  # noqa: BLE001 - the client went away: forget it
-                self._sessions.pop(key, None)
+                self._forget(key)
         self._behind.discard(key)
 
     # --- tools/list and tools/call -----------------------------------------------------------
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        session = _caller()
+        return self._listing(_caller())
+
+    def _listing(self, session: str) -> types.ListToolsResult:
+        """The tools ``session`` may see, kept per registry version and grants."""
         key = (self.host.version, self.host.permissions.granted(session))
         listing = self._listings.get(key)
         if listing is None:
             if len(self._listings) > 64:  # old versions: drop them all
                 self._listings.clear()
+                self._prints.clear()
             tools = [
                 types.Tool.model_validate(dict(to_mcp(info.definition)))
                 for info in sorted(self.host.tools(), key=lambda info: info.name)
