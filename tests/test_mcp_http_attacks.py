@@ -343,19 +343,30 @@ def test_a_caller_cannot_hold_more_parsed_requests_than_its_memory_quota(
     take more than the quota is refused whole, and a caller's requests together wait."""
     mark, release = tmp_path / "mark", tmp_path / "release"
     padded = {"mark": str(mark), "release": str(release), "pad": [{}] * 40_000}  # ~5 MB parsed
-    limits = ["--limit", "inflight_mb=8"]
+    limits = ["--limit", "inflight_mb=8", "--limit", "rate=100000"]  # the waits below poll
     with http_server(plugins, "--tokens", str(_tokens(tmp_path)), *limits) as server:
         alice, bob = Wire(server.url, ALICE), Wire(server.url, BOB)
         mine, theirs = alice.session(), bob.session()
-        huge = alice.send(call(1, "size", {"text": "x", "pad": [{}] * 200_000}), sid=mine)
-        assert huge.status == 413
-        assert "MB once parsed" in huge.error["error"]["message"]
+        for huge in ({"text": "x", "pad": [{}] * 200_000}, {"text": "\U0001f600" * 600_000}):
+            raw = json.dumps(call(1, "size", huge), ensure_ascii=False).encode()
+            refused = alice.send(raw, sid=mine)  # many objects; 4 bytes a character
+            assert refused.status == 413
+            assert "MB once parsed" in refused.error["error"]["message"]
+        with alice.connect() as first, alice.connect() as second:  # bodies on their way count
+            for uploading in (first, second):
+                uploading.sendall(alice.head("POST", 3_000_000, mine, False, {}) + b"{")
+            third = call(1, "echo", {"text": "x" * 2_900_000})
+            wait_for(lambda: alice.send(third, sid=mine).status == 429, LIVENESS, "counted")
+            _too_many(alice.send(third, sid=mine), "MB of requests in flight")
         with alice.start(call(2, "hold", padded), sid=mine):
             wait_for(mark.exists, LIVENESS, "the held call to start")
             _too_many(alice.send(call(3, "hold", padded), sid=mine), "MB of requests in flight")
             answer = bob.send(call(4, "echo", {"text": "bob's"}), sid=theirs)
             assert answer.messages[-1]["result"]["structuredContent"] == {"result": "bob's"}
-            release.touch()
+        # alice hung up, but her call runs on: it still counts until it ends
+        _too_many(alice.send(call(5, "hold", padded), sid=mine), "MB of requests in flight")
+        release.touch()
+        wait_for(lambda: alice.send(ping(), sid=mine).status == 200, LIVENESS, "given back")
 
 
 def test_every_loopback_address_is_one_caller_without_tokens(plugins: Path) -> None:
@@ -529,18 +540,15 @@ def test_a_request_head_or_body_that_never_finishes_is_cut_off(plugins: Path) ->
             sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: " + wire.host.encode() + b"\r\n")
             deadline = time.monotonic() + LIVENESS
             answer = b""
+            sock.settimeout(0.1)
             while time.monotonic() < deadline:  # one header byte a tenth of a second
                 try:
-                    sock.sendall(b"X")
-                except OSError:
-                    break
-                sock.settimeout(0.1)
-                try:
-                    chunk = sock.recv(4096)
+                    chunk = sock.recv(4096)  # read before each byte: the answer comes first
                 except TimeoutError:
+                    sock.sendall(b"X")
                     continue
                 answer += chunk
-                if not chunk:
+                if not chunk or b"\r\n\r\n" in answer:
                     break
             assert answer.startswith(b"HTTP/1.1 408"), answer
         body = json.dumps(ping()).encode()

@@ -38,7 +38,7 @@ from agenthost._serve.gate import INVALID_REQUEST, Ids, Refusal, read_message, r
 from agenthost._serve.limits import Limits, Usage
 from agenthost._serve.tokens import TokenTable
 
-__all__ = ["Door", "is_loopback"]
+__all__ = ["Door", "held", "is_loopback"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -50,6 +50,7 @@ MAX_BODY = 4 * 1024 * 1024  # bytes of a request body (the SDK's own limit)
 RELEASE_OVER = 64 * 1024  # bytes of a request after which its session is told to let go of it
 TOO_MANY = -32029  # JSON-RPC error code of a 429 (server-defined range)
 _RELEASE = b'{"jsonrpc":"2.0","method":"notifications/agenthost/released"}'
+_TICKET = "agenthost.ticket"  # where a request's place in its caller's counts sits in its scope
 
 
 @dataclass(slots=True, eq=False)
@@ -65,6 +66,38 @@ class _Session:
     initialized: bool = False
     busy: int = 0  # requests and streams of it in flight
     ids: Ids = field(default_factory=Ids)
+
+
+class _Ticket:
+    """A request's place in its caller's counts, given back by the last of its holders."""
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self._release = release
+        self._holders = 1
+
+    def hold(self) -> None:
+        self._holders += 1
+
+    def drop(self) -> None:
+        self._holders -= 1
+        if self._holders == 0:
+            self._release()
+
+
+@contextlib.contextmanager
+def held(request: Any) -> Iterator[None]:
+    """Keep the HTTP request behind a handler counted while the handler runs, however
+    soon its client hangs up (``request`` is the handler context's ``request``)."""
+    scope = getattr(request, "scope", None)
+    ticket = scope.get(_TICKET) if isinstance(scope, MutableMapping) else None
+    if ticket is None:
+        yield
+        return
+    ticket.hold()
+    try:
+        yield
+    finally:
+        ticket.drop()
 
 
 class Door:
@@ -149,7 +182,7 @@ class Door:
     async def _post(
         self, scope: Scope, receive: Receive, send: Send, caller: str, usage: Usage
     ) -> None:
-        body = await self._body(scope, receive)
+        body = await self._body(scope, receive, usage)
         if body is None:
             return  # the client went away
         message = body if isinstance(body, Refusal) else read_message(body)
@@ -170,7 +203,7 @@ class Door:
         used, body = self._translate(session, message, body, scope)
         opening = _opening(scope, message)
         address = _address(scope) if opening else None
-        with self._holding(usage, session, _kind(message), address, weight):
+        with self._holding(scope, usage, session, _kind(message), address, weight):
             alias = (used, request_id) if used is not request_id else None
             try:
                 status, sid = await _forward(self._app, scope, receive, send, body, alias)
@@ -186,19 +219,26 @@ class Door:
 
     @contextlib.contextmanager
     def _holding(
-        self, usage: Usage, session: _Session | None, kind: str, opening: str | None, weight: int
+        self,
+        scope: Scope,
+        usage: Usage,
+        session: _Session | None,
+        kind: str,
+        opening: str | None,
+        weight: int,
     ) -> Iterator[None]:
         """Count a request as its caller's (a call, a stream, a session being opened, or
-        nothing: a notification) while it is served, and its session as busy."""
+        nothing: a notification) while it is served, and its session as busy. A client
+        that hangs up does not end a call the SDK still runs: the call's handler holds
+        the request (see :func:`held`), and the counts drop when both are done."""
         setattr(usage, kind, getattr(usage, kind) + 1)
         usage.weight += weight
         if opening is not None:
             self._addresses[opening] += 1
         if session is not None:
             session.busy += 1
-        try:
-            yield
-        finally:
+
+        def release() -> None:
             setattr(usage, kind, getattr(usage, kind) - 1)
             usage.weight -= weight
             if opening is not None:
@@ -208,6 +248,12 @@ class Door:
             if session is not None:
                 session.busy -= 1
                 session.last = time.monotonic()
+
+        ticket = scope[_TICKET] = _Ticket(release)
+        try:
+            yield
+        finally:
+            ticket.drop()
 
     def _afford(self, usage: Usage, weight: int, request_id: Any) -> Refusal | None:
         """The refusal for a request whose parsed form would take the caller past the
@@ -226,11 +272,23 @@ class Door:
             return _quota(held, request_id, 1)
         return None
 
-    async def _body(self, scope: Scope, receive: Receive) -> bytes | Refusal | None:
-        """The whole body, or the refusal for one too large or too slow."""
+    async def _body(self, scope: Scope, receive: Receive, usage: Usage) -> bytes | Refusal | None:
+        """The whole body, or the refusal for one too large, too slow, or past what the
+        caller's requests may hold (a body on its way counts too)."""
         declared = _header(scope, b"content-length") or ""
         if declared.isdigit() and int(declared) > MAX_BODY:
             return _too_large(int(declared))
+        budget = self._limits.inflight_mb * 2**20
+        if declared.isdigit() and usage.weight + int(declared) > budget:
+            return _quota(f"has {usage.weight // 2**20} MB of requests in flight", None, 1)
+        counted = int(declared) if declared.isdigit() else 0
+        usage.weight += counted
+        try:
+            return await self._read(receive, usage, budget if not counted else math.inf)
+        finally:
+            usage.weight -= counted
+
+    async def _read(self, receive: Receive, usage: Usage, budget: float) -> bytes | Refusal | None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._limits.body_s
         chunks: list[bytes] = []
@@ -251,6 +309,8 @@ class Door:
             size += len(chunk)
             if size > MAX_BODY:
                 return _too_large(size)
+            if usage.weight + size > budget:  # chunked: what came so far counts
+                return _quota(f"has {usage.weight // 2**20} MB of requests in flight", None, 1)
             chunks.append(chunk)
             more = bool(message.get("more_body"))
         return b"".join(chunks)
@@ -521,7 +581,8 @@ def _weight(body: bytes) -> int:
     """About what ``body`` takes once parsed: a Python object or list costs far more
     than its two bytes of JSON (the SDK's models of 3.9 MB of ``{}`` take 200 MB)."""
     containers = body.count(b"{") + body.count(b"[")
-    return len(body) + 128 * containers + 16 * body.count(b",")
+    text = (3 if body.isascii() else 12) * len(body)  # kept about three times, 4 bytes a char
+    return text + 128 * containers + 64 * body.count(b",")
 
 
 def _has_body(scope: Scope) -> bool:

@@ -44,6 +44,7 @@ from agenthost._calls.results import ToolResult
 from agenthost._directory.records import RegistryChange, ToolInfo
 from agenthost._host import PluginHost
 from agenthost._providers.exporters import to_mcp
+from agenthost._serve.door import held
 from agenthost._serve.results import Answers, error
 from agenthost._serve.stdio import gated_stdio
 from agenthost._version import __version__
@@ -308,10 +309,11 @@ class McpServer:
         assert task is not None
         self._calls.add(task)
         try:
-            if info is not None and info.definition.kind in _STREAMING and _wants_progress(ctx):
-                result = await self._streamed(ctx, name, arguments, session)
-            else:
-                result = await self.host.aexecute(name, arguments, session=session)
+            with held(getattr(ctx, "request", None)):  # counted until done, client or not
+                if info.definition.kind in _STREAMING and _wants_progress(ctx):
+                    result = await self._streamed(ctx, name, arguments, session)
+                else:
+                    result = await self.host.aexecute(name, arguments, session=session)
         except asyncio.CancelledError:
             if task not in self._drained:
                 raise  # the client cancelled the call
