@@ -1,11 +1,13 @@
 """The front door of the HTTP server: what a request passes before the SDK sees it.
 
-In order: a token the SDK will refuse goes straight to it (401, nothing else
-spent on it); ``Host`` and ``Origin`` are checked (see ``http.guard``); the
-caller's quotas are taken (see ``limits``: 429 with ``Retry-After``); the body
-must arrive within its time and size; it is read strictly (see ``gate``: the
-SDK would keep the last of repeated keys and say nothing to a bad id); an
-``initialize`` must be small, because the session it opens keeps it.
+In order: the caller's request rate (see ``limits``: 429 with ``Retry-After``);
+only GET, POST and DELETE, and a body on POST alone; a token the SDK will
+refuse goes straight to it (401, nothing else spent on it); ``Host`` and
+``Origin`` (see ``http.guard``); the body must arrive within its time and size
+and fit the caller's memory quota; it is read strictly (see ``gate``: the SDK
+would keep the last of repeated keys and say nothing to a bad id); then the
+caller's other quotas, and an ``initialize`` must be small, because the session
+it opens keeps it.
 
 The door keeps its own registry of the sessions it let open, by caller and
 address. The SDK keeps a session for 30 minutes of quiet and its dispatcher
