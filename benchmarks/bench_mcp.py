@@ -94,6 +94,11 @@ def _free_port() -> int:
 NEEDS = {"agenthost": "agenthost", "FastMCP": "fastmcp", "MCP SDK MCPServer": "mcp"}
 
 
+# Without tokens every client on this machine is one caller, and the peers have no
+# per-caller quotas: lift ours so the 16 clients measure the server, not the quota.
+_ONE_CALLER = ["--limit", "calls=64", "--limit", "rate=1000000"]
+
+
 def _servers(scratch: Path) -> dict[str, Any]:
     """How to start each installed server: a function of (transport, port) to a command line."""
     plugins = scratch / "plugins"
@@ -103,7 +108,7 @@ def _servers(scratch: Path) -> dict[str, Any]:
         "agenthost": lambda transport, port: [
             *AGENTHOST,
             str(plugins),
-            *(["--http", f"127.0.0.1:{port}"] if transport == "http" else []),
+            *(["--http", f"127.0.0.1:{port}", *_ONE_CALLER] if transport == "http" else []),
         ]
     }
     for name, body in PEERS.items():

@@ -23,9 +23,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import ipaddress
 import json
 import math
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
@@ -264,14 +266,14 @@ class Door:
         if weight > budget:
             return refusal(
                 INVALID_REQUEST,
-                f"this request would take about {weight // 2**20} MB once parsed (it holds "
-                f"many objects or arrays); a request may take {self._limits.inflight_mb:g} MB",
+                f"this request would take about {weight // 2**20} MB once parsed (objects, "
+                f"arrays and text take more room than their JSON); a request may take "
+                f"{self._limits.inflight_mb:g} MB",
                 request_id,
                 413,
             )
         if usage.weight + weight > budget:
-            held = f"has {usage.weight // 2**20} MB of requests in flight"
-            return _quota(held, request_id, 1)
+            return _memory_quota(usage, request_id)
         return None
 
     async def _body(self, scope: Scope, receive: Receive, usage: Usage) -> bytes | Refusal | None:
@@ -282,7 +284,7 @@ class Door:
             return _too_large(int(declared))
         budget = self._limits.inflight_mb * 2**20
         if declared.isdigit() and usage.weight + int(declared) > budget:
-            return _quota(f"has {usage.weight // 2**20} MB of requests in flight", None, 1)
+            return _memory_quota(usage, None)
         counted = int(declared) if declared.isdigit() else 0
         usage.weight += counted
         try:
@@ -291,30 +293,46 @@ class Door:
             usage.weight -= counted
 
     async def _read(self, receive: Receive, usage: Usage, budget: float) -> bytes | Refusal | None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._limits.body_s
+        """The body's chunks, against one timer (a task per ``wait_for`` costs every request)."""
+        task = asyncio.current_task()
+        assert task is not None
+        late = False
+
+        def cut() -> None:
+            nonlocal late
+            late = True
+            task.cancel()
+
+        timer = asyncio.get_running_loop().call_later(self._limits.body_s, cut)
         chunks: list[bytes] = []
         size = 0
         more = True
-        while more:
-            try:
-                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
-            except asyncio.TimeoutError:
-                return refusal(
-                    INVALID_REQUEST,
-                    f"the request body did not arrive within {self._limits.body_s:g} s",
-                    status=408,
-                )
-            if message["type"] == "http.disconnect":
-                return None
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > MAX_BODY:
-                return _too_large(size)
-            if usage.weight + size > budget:  # chunked: what came so far counts
-                return _quota(f"has {usage.weight // 2**20} MB of requests in flight", None, 1)
-            chunks.append(chunk)
-            more = bool(message.get("more_body"))
+        try:
+            while more:
+                try:
+                    message = await receive()
+                except asyncio.CancelledError:
+                    if not late:
+                        raise
+                    if sys.version_info >= (3, 11):
+                        task.uncancel()
+                    return refusal(
+                        INVALID_REQUEST,
+                        f"the request body did not arrive within {self._limits.body_s:g} s",
+                        status=408,
+                    )
+                if message["type"] == "http.disconnect":
+                    return None
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > MAX_BODY:
+                    return _too_large(size)
+                if usage.weight + size > budget:  # chunked: what came so far counts
+                    return _memory_quota(usage, None)
+                chunks.append(chunk)
+                more = bool(message.get("more_body"))
+        finally:
+            timer.cancel()
         return b"".join(chunks)
 
     def _admit(
@@ -544,6 +562,10 @@ def _quota(held: str, request_id: Any, wait: float) -> Refusal:
     )
 
 
+def _memory_quota(usage: Usage, request_id: Any) -> Refusal:
+    return _quota(f"has {usage.weight // 2**20} MB of requests in flight", request_id, 1)
+
+
 def _too_large(size: int) -> Refusal:
     return refusal(
         INVALID_REQUEST,
@@ -569,6 +591,7 @@ def _address(scope: Scope) -> str:
     return "this machine" if is_loopback(address) else address
 
 
+@functools.lru_cache(maxsize=4096)
 def is_loopback(host: str) -> bool:
     """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
     if host.lower() == "localhost":

@@ -96,8 +96,8 @@ class McpServer:
         self._sessions: dict[int, ServerSession] = {}  # session-based connections, by id
         self._callers: dict[int, str] = {}  # whose each session is
         self._seen: dict[str, int] = {}  # each caller's list as last told, as a fingerprint
-        self._prints: dict[int, tuple[types.ListToolsResult, int]] = {}  # by listing
         self._listings: dict[tuple[int, frozenset[str]], types.ListToolsResult] = {}
+        self._prints: dict[tuple[int, frozenset[str]], int] = {}  # each listing's fingerprint
         self._calls: set[asyncio.Task[Any]] = set()  # handlers inside a tool call
         self._drained: set[asyncio.Task[Any]] = set()  # cancelled by drain(), not by a client
         self._closing = False
@@ -208,11 +208,10 @@ class McpServer:
         return await self._listens[caller][1](ctx, params)
 
     def _fingerprint(self, caller: str) -> int:
-        listing = self._listing(caller)
-        found = self._prints.get(id(listing))
-        if found is None or found[0] is not listing:
-            found = self._prints[id(listing)] = (listing, hash(listing.model_dump_json()))
-        return found[1]
+        key = self._key(caller)
+        if key not in self._prints:
+            self._prints[key] = hash(self._listing(caller).model_dump_json())
+        return self._prints[key]
 
     def _changed(self, change: RegistryChange) -> None:
         """Called by the registry, in whatever thread applied the change."""
@@ -272,9 +271,13 @@ class McpServer:
     ) -> types.ListToolsResult:
         return self._listing(_caller())
 
+    def _key(self, session: str) -> tuple[int, frozenset[str]]:
+        """What a listing depends on: callers with the same grants share one."""
+        return (self.host.version, self.host.permissions.granted(session))
+
     def _listing(self, session: str) -> types.ListToolsResult:
         """The tools ``session`` may see, kept per registry version and grants."""
-        key = (self.host.version, self.host.permissions.granted(session))
+        key = self._key(session)
         listing = self._listings.get(key)
         if listing is None:
             if len(self._listings) > 64:  # old versions: drop them all
