@@ -449,6 +449,8 @@ class Supervisor:
                 if self._detach(run, "it did not load the plugin again in time"):
                     run.process.kill()
                     shut(run.conn)
+        if run.stopping:  # stopped for another call's sake before this one reached it
+            raise WorkerGone(f"the worker was stopped before the call reached it: {run.stopping}")
         if not run.ready or self._run is not run:
             raise WorkerGone("the restarted worker did not load the plugin again")
         return run
