@@ -12,7 +12,7 @@ watch: $(VENV)/.stamp-run
 	$(BIN)/agenthost watch $(DIR)
 
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --maxprocesses 4  # a worker per core: most tests wait on processes
 
 lint: $(VENV)/.stamp-dev
 	$(BIN)/ruff check .
