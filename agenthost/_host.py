@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib.util
 import itertools
 import json
 import os
@@ -29,6 +30,7 @@ from agenthost._calls.reading import Call
 from agenthost._calls.results import ToolResult
 from agenthost._calls.streaming import StreamEvent
 from agenthost._common.frozen import FrozenList
+from agenthost._common.install import install_command
 from agenthost._directory.loader import installed_entry_points, load_installed, load_source
 from agenthost._directory.reconcile import Reconciler
 from agenthost._directory.records import PluginEvent, PluginInfo, RegistryChange, Snapshot, ToolInfo
@@ -158,10 +160,27 @@ class PluginHost:
         self.worker_options = worker_options or WorkerOptions()
         self.sandbox = _sandbox(sandbox)
         if tool_search:
+            if importlib.util.find_spec("bm25s") is None:  # not at the model's first search
+                raise ImportError(f"tool_search=True needs bm25s: {install_command('search')}")
             self.register(self._search_tool())
         self._watcher: Watcher | None = None
         self._started = False
         self._stopped = False
+
+    def _check_directory(self) -> None:
+        """A mistyped directory must not load nothing and say nothing; one being watched
+        may appear later (its plugins load then)."""
+        directory = self.directory
+        if directory is None or directory.is_dir():
+            return
+        if directory.exists():
+            raise NotADirectoryError(f"plugin directory {directory} is a file, not a directory")
+        if not self._watch:
+            raise FileNotFoundError(
+                f"plugin directory {directory} does not exist: fix the path, create it, "
+                "or pass watch=True to load its plugins once it is created"
+            )
+        logger.warning("plugin directory {} does not exist yet; watching for it", directory)
 
     def __repr__(self) -> str:
         state = "running" if self._started and not self._stopped else "stopped"
@@ -174,6 +193,7 @@ class PluginHost:
         with self._reconciler.lock:
             if self._started:
                 return self
+            self._check_directory()
             self._started = True
             logger.debug(
                 "starting: directory {}, {}, cache {}",
@@ -319,7 +339,7 @@ class PluginHost:
         self, query: str, limit: int = 5, *, session: str | EllipsisType | None = ...
     ) -> list[ToolInfo]:
         """The live tools that best match ``query`` (BM25 over names, descriptions and
-        parameter docs), best first; needs ``pip install 'agenthost[search]'``. Given a
+        parameter docs), best first; needs the ``search`` extra (bm25s). Given a
         ``session`` (None: calls without one), only the tools it may call."""
         snapshot = self._snapshot
         index = snapshot.cache.get("search")

@@ -1,4 +1,4 @@
-"""OpenTelemetry tracing for tool calls: ``pip install 'agenthost[otel]'``.
+"""OpenTelemetry tracing for tool calls (the ``otel`` extra).
 
 ``host.add_interceptor(OpenTelemetryInterceptor())`` wraps every call in a span
 named ``tool.<name>`` carrying the call id, plugin, version, session and the
@@ -14,8 +14,13 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
+try:
+    from opentelemetry import trace
+    from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
+except ImportError:  # pragma: no cover - depends on the environment
+    from agenthost._common.install import install_command
+
+    raise ImportError(f"agenthost.otel needs OpenTelemetry: {install_command('otel')}") from None
 
 from agenthost._authoring.context import ToolContext
 from agenthost._calls.interceptors import AsyncProceed, Interceptor, Proceed, masked_arguments

@@ -42,7 +42,10 @@ def make_host(tmp_path: Path) -> Iterator[Callable[..., PluginHost]]:
     def make(directory: Path | None = None, **options: Any) -> PluginHost:
         options.setdefault("cache_dir", tmp_path / "cache")
         options.setdefault("installed", False)
-        host = PluginHost(directory if directory is not None else tmp_path / "plugins", **options)
+        if directory is None:
+            directory = tmp_path / "plugins"
+            directory.mkdir(exist_ok=True)
+        host = PluginHost(directory, **options)
         hosts.append(host)
         return host
 

@@ -248,7 +248,7 @@ def test_installed_distributions_with_the_entry_point_group_load_at_start(
     write(info / "METADATA", "Metadata-Version: 2.1\nName: installed-tools\nVersion: 3.2\n")
     write(info / "entry_points.txt", "[agenthost.plugins]\ninstalled = installed_tools\n")
     monkeypatch.syspath_prepend(str(site))
-    host = make_host(tmp_path / "empty", installed=True).start()
+    host = make_host(None, installed=True).start()
     [plugin] = host.plugins()
     assert (plugin.name, plugin.version, plugin.kind, plugin.tools) == (
         "installed",

@@ -202,7 +202,10 @@ def test_without_the_mcp_sdk_serve_says_how_to_install_it(
 ) -> None:
     monkeypatch.setitem(sys.modules, "agenthost._serve.server", None)
     assert main(["serve", str(tmp_path)]) == 2
-    assert "pip install 'agenthost[mcp]'" in capsys.readouterr().err
+    checkout = Path(__file__).resolve().parent.parent
+    assert capsys.readouterr().err == (
+        f"agenthost serve needs the MCP SDK: {sys.executable} -m pip install -e '{checkout}[mcp]'\n"
+    )
 
 
 def test_help_ends_with_client_configurations(capsys: pytest.CaptureFixture[str]) -> None:

@@ -41,7 +41,7 @@ def text_event(event: PluginEvent, out: TextIO) -> None:
         if event.previous_serving and "keeps serving" not in event.message:
             line += " (the previous version keeps serving)"
         if event.traceback:
-            line += "\n" + indent(event.traceback)
+            line += "\n" + indent(_after(event.traceback, line))
     elif event.kind == "conflict":
         line = f"{head}: {event.message}"
         if "is owned by" in event.message:  # a tool name taken first by another plugin
@@ -49,6 +49,12 @@ def text_event(event: PluginEvent, out: TextIO) -> None:
     else:
         line = f"{head} ({event.path})"
     print(line, file=out, flush=True)
+
+
+def _after(details: str, said: str) -> str:
+    """``details`` without its first line when ``said`` has it (a definition error's header)."""
+    first, _, rest = details.partition("\n")
+    return rest if first and first in said else details
 
 
 def summary(host: PluginHost) -> str:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from agenthost._cli.arguments import add_command, count, directory, host_options, isolation
+from agenthost._cli.hidden import Audience, grant_flags, hidden, hidden_line
 from agenthost._directory.records import PluginInfo, ToolInfo
 from agenthost._host import PluginHost
 
@@ -22,22 +23,39 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )  # fmt: skip
     directory(sub)
     sub.add_argument("--json", action="store_true", help="print JSON")
+    sub.add_argument(
+        "--grant",
+        action="append",
+        default=[],
+        metavar="PERMISSION",
+        help="say which tools `serve --grant PERMISSION` would still hide (repeatable)",
+    )
     isolation(sub)
 
 
 def run(args: argparse.Namespace) -> int:
     with PluginHost(args.dir, **host_options(args)) as host:
+        host.permissions.grant(None, *args.grant)
         plugins, tools = host.plugins(), host.tools()
         runs = {p.path: _runs_in(p) for p in plugins}  # while the workers are still there
-        records = [{**_plugin_record(p, tools), **_worker_record(p)} for p in plugins]
+        hiding = {p.path: hidden(host, p.name, p.tools, None) for p in plugins}
+        records = [{**_plugin_record(p, tools, hiding[p.path]), **_worker_record(p)}
+                   for p in plugins]  # fmt: skip
+        audience = _audience(args.grant)
+        lines = {p.path: hidden_line(host, p.name, p.tools, audience) for p in plugins}
     if args.json:
         print(json.dumps(records, indent=2, default=str))
     elif not plugins:
         print(f"no plugins in {Path(args.dir).absolute()}")
     else:
         _print_table(plugins, runs)
-        _print_notes(plugins)
+        _print_notes(plugins, lines)
     return 0
+
+
+def _audience(grants: Sequence[str]) -> Audience:
+    who = f"serve's callers with {grant_flags(grants)}" if grants else "serve's callers"
+    return Audience(who, None, lambda needed: f"serve with {grant_flags([*grants, *needed])}")
 
 
 def _print_table(plugins: Sequence[PluginInfo], runs: dict[str, str]) -> None:
@@ -52,10 +70,11 @@ def _print_table(plugins: Sequence[PluginInfo], runs: dict[str, str]) -> None:
         print("  ".join([*cells, row[5]]))
 
 
-def _print_notes(plugins: Sequence[PluginInfo]) -> None:
-    """What is wrong with each plugin, not only its status word."""
+def _print_notes(plugins: Sequence[PluginInfo], hiding: Mapping[str, str | None]) -> None:
+    """What is wrong with each plugin, not only its status word, and which tools are hidden."""
     for plugin in plugins:
         notes = [*([f"error: {plugin.error}"] if plugin.error else [])]
+        notes += [line for line in [hiding.get(plugin.path)] if line]
         notes += [f"problem: {problem}" for problem in plugin.problems]
         notes += [f"warning: {warning}" for warning in plugin.warnings]
         if notes:
@@ -85,7 +104,9 @@ def _worker_record(plugin: PluginInfo) -> dict[str, Any]:
     return {"isolation": plugin.isolation, "worker": state}
 
 
-def _plugin_record(plugin: PluginInfo, tools: Sequence[ToolInfo]) -> dict[str, Any]:
+def _plugin_record(
+    plugin: PluginInfo, tools: Sequence[ToolInfo], hiding: Mapping[str, list[str]]
+) -> dict[str, Any]:
     return {
         "name": plugin.name,
         "version": plugin.version,
@@ -96,7 +117,13 @@ def _plugin_record(plugin: PluginInfo, tools: Sequence[ToolInfo]) -> dict[str, A
         "problems": [error.as_dict() for error in plugin.definition_errors],
         "warnings": list(plugin.warnings),
         "tools": [
-            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+            {
+                "name": t.name,
+                "description": t.description,
+                "input_schema": t.input_schema,
+                "permissions": sorted(t.permissions),
+                "hidden_without": hiding.get(t.name, []),
+            }
             for t in tools
             if t.name in plugin.tools
         ],

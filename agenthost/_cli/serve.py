@@ -10,12 +10,21 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import json
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from agenthost._cli.arguments import add_command, directory, fail, host_options, isolation
+from agenthost._cli.arguments import add_command, directory, fail, host_options, indent, isolation
 from agenthost._cli.events import text_event
+from agenthost._cli.hidden import Audience, grant_flags, hidden_line
+from agenthost._common.install import install_command
+from agenthost._directory.records import PluginEvent
 from agenthost._host import PluginHost
+
+if TYPE_CHECKING:
+    from agenthost._serve.tokens import Caller
 
 __all__ = ["add_parser", "run"]
 
@@ -95,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         import agenthost._serve.http
         import agenthost._serve.server  # noqa: F401
     except ImportError:
-        print("agenthost serve needs the MCP SDK: pip install 'agenthost[mcp]'", file=sys.stderr)
+        print(f"agenthost serve needs the MCP SDK: {install_command('mcp')}", file=sys.stderr)
         return 2
     if args.http is not None:
         return _over_http(args)
@@ -104,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         return fail("serve", f"{flag} applies to HTTP: add --http [HOST:]PORT")
     from agenthost._serve.server import McpServer
 
-    server = McpServer(_host(args), grants=args.grant)
+    server = McpServer(_host(args, [_everyone()]), grants=args.grant)
     _freeze_libraries()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(server.serve_stdio())
@@ -131,7 +140,7 @@ def _over_http(args: argparse.Namespace) -> int:
         )
     if args.tokens is not None and readable_by_others(args.tokens):
         print(f"warning: {args.tokens} is readable by other users (chmod 600 it)", file=sys.stderr)
-    host = _host(args)
+    host = _host(args, _audiences(args.tokens, tokens))
     server = McpServer(host, grants=args.grant)
     for caller in (tokens or {}).values():
         host.permissions.grant(caller.session, *args.grant, *caller.grants)
@@ -150,10 +159,41 @@ def _over_http(args: argparse.Namespace) -> int:
     return 0
 
 
-def _host(args: argparse.Namespace) -> PluginHost:
+def _host(args: argparse.Namespace, audiences: Sequence[Audience]) -> PluginHost:
     host = PluginHost(Path(args.dir), watch=True, **host_options(args))
-    host.on_event(lambda event: text_event(event, sys.stderr))
+
+    def log(event: PluginEvent) -> None:
+        text_event(event, sys.stderr)
+        if event.kind in ("loaded", "reloaded"):  # and which of its tools callers cannot see
+            for audience in audiences:
+                line = hidden_line(host, event.plugin, event.tool_names, audience)
+                if line is not None:
+                    print(indent(line), file=sys.stderr, flush=True)
+
+    host.on_event(log)
     return host
+
+
+def _everyone() -> Audience:
+    """Callers without a token: they hold what ``--grant`` gives."""
+    from agenthost._serve.server import SESSION
+
+    return Audience("every caller", SESSION, lambda needed: f"serve with {grant_flags(needed)}")
+
+
+def _audiences(path: Path | None, tokens: Mapping[str, Caller] | None) -> list[Audience]:
+    """A token's session holds ``--grant`` and its own grants from the token file."""
+    if path is None or tokens is None:
+        return [_everyone()]
+    sessions = sorted({caller.session for caller in tokens.values()})
+
+    def fix(session: str) -> Callable[[Sequence[str]], str]:
+        return lambda needed: (
+            f"add {json.dumps(list(needed))} to the grants of session {session!r} in {path} "
+            f"(or serve with {grant_flags(needed)} for every caller)"
+        )
+
+    return [Audience(f"session {session!r}", session, fix(session)) for session in sessions]
 
 
 def _freeze_libraries() -> None:

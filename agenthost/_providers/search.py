@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from agenthost._authoring.definition import ToolDefinition
+from agenthost._common.install import install_command
 
 __all__ = ["SEARCH_TOOL", "ToolIndex", "tokens"]
 
@@ -48,9 +49,7 @@ class ToolIndex:
         try:
             import bm25s  # type: ignore[import-untyped]
         except ImportError:
-            raise ImportError(
-                "tool search needs the bm25s package: pip install 'agenthost[search]'"
-            ) from None
+            raise ImportError(f"tool search needs bm25s: {install_command('search')}") from None
         listed = list(definitions)
         self._names = [d.name for d in listed]
         self._retriever: Any = None

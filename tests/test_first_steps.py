@@ -1,0 +1,160 @@
+"""What a newcomer trips on: each mistake gets a specific error, said where it happens."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from helpers import wait_for, write
+from loguru import logger
+from mcp_clients import LIVENESS, command, environment, http_server
+
+from agenthost import PluginHost
+from agenthost._cli.main import main
+
+PING = '''
+from agenthost import tool
+
+
+@tool
+def ping() -> str:
+    """Pong."""
+    return "pong"
+'''
+
+
+@pytest.fixture
+def warnings() -> Iterator[list[str]]:
+    """What the library logs at WARNING and above."""
+    lines: list[str] = []
+    logger.enable("agenthost")
+    sink = logger.add(lambda m: lines.append(m.record["message"]), level="WARNING")
+    yield lines
+    with contextlib.suppress(ValueError):  # the CLI's main() resets loguru's handlers
+        logger.remove(sink)
+    logger.disable("agenthost")
+
+
+def test_a_mistyped_plugin_directory_is_an_error_not_an_empty_host(tmp_path: Path) -> None:
+    (tmp_path / "plugins").mkdir()
+    with pytest.raises(FileNotFoundError, match="plugns does not exist: fix the path"):
+        PluginHost(tmp_path / "plugns", installed=False).start()
+    (tmp_path / "notes.txt").write_text("")
+    with pytest.raises(NotADirectoryError, match=r"notes\.txt is a file"):
+        PluginHost(tmp_path / "notes.txt", installed=False).start()
+
+
+def test_a_watched_directory_may_appear_later_and_its_absence_is_said(
+    tmp_path: Path, make_host: Callable[..., PluginHost], warnings: list[str]
+) -> None:
+    later = tmp_path / "later"
+    host = make_host(later, watch=True, debounce=0.02).start()
+    assert any(f"{later} does not exist yet" in line for line in warnings), warnings
+    write(later / "ping.py", PING)
+    wait_for(lambda: host.tool("ping"), what="the plugin of the new directory to load")
+
+
+GUARDED = '''
+from agenthost import tool
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add."""
+    return a + b
+
+
+@tool(permissions={"http.get"})
+def fetch(url: str) -> str:
+    """Fetch."""
+    return url
+
+
+@tool(permissions={"fs.write"})
+def erase(path: str) -> str:
+    """Erase."""
+    return path
+'''
+
+
+def test_serve_says_which_tools_each_caller_cannot_see_and_the_grant_that_shows_them(
+    tmp_path: Path,
+) -> None:
+    plugins = write(tmp_path / "plugins" / "guarded.py", GUARDED).parent
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({
+        "a" * 32: {"session": "alice", "grants": ["http.get"]},
+        "b" * 32: {"session": "bob", "grants": ["*"]},
+    }))  # fmt: skip
+    tokens.chmod(0o600)
+    with http_server(plugins, "--tokens", str(tokens)) as served:
+        wait_for(lambda: "hidden from" in served.output(), what="the hidden tools to be named")
+        assert (
+            "    hidden from session 'alice': erase (needs fs.write); add [\"fs.write\"] to the "
+            f"grants of session 'alice' in {tokens} (or serve with --grant fs.write for every "
+            "caller)\n"
+        ) in served.output()
+        assert "session 'bob'" not in served.output()  # "*": it sees everything
+        write(plugins / "guarded.py", GUARDED.replace('"fs.write"', '"fs.delete"'))
+        wait_for(lambda: "needs fs.delete" in served.output(), what="a reload to say it again")
+
+
+def test_serve_over_stdio_says_what_every_caller_cannot_see(tmp_path: Path) -> None:
+    plugins = write(tmp_path / "plugins" / "guarded.py", GUARDED).parent
+    log = tmp_path / "serve.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(command(plugins, "--grant", "fs.write"),
+                                   stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=sink,
+                                   env=environment())  # fmt: skip
+    try:
+        wait_for(lambda: "hidden from" in log.read_text(), LIVENESS, what="the hidden tools")
+        assert (
+            "    hidden from every caller: fetch (needs http.get); serve with --grant http.get\n"
+        ) in log.read_text()
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()  # the client hung up: the server ends
+        process.wait(LIVENESS)
+
+
+def test_list_says_what_each_tool_needs_and_what_serve_would_hide(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plugins = write(tmp_path / "plugins" / "guarded.py", GUARDED).parent
+    assert main(["list", str(plugins), "--grant", "http.get"]) == 0
+    shown = capsys.readouterr().out
+    assert (
+        "guarded:\n  hidden from serve's callers with --grant http.get: erase (needs fs.write); "
+        "serve with --grant http.get --grant fs.write\n"
+    ) in shown
+    assert main(["list", str(plugins), "--json"]) == 0
+    [record] = json.loads(capsys.readouterr().out)
+    needs = {t["name"]: (t["permissions"], t["hidden_without"]) for t in record["tools"]}
+    assert needs == {
+        "add": ([], []),
+        "fetch": (["http.get"], ["http.get"]),
+        "erase": (["fs.write"], ["fs.write"]),
+    }
+
+
+def test_watch_prints_a_definition_errors_header_once(tmp_path: Path) -> None:
+    plugins = write(tmp_path / "plugins" / "geo.py", PING).parent
+    log = tmp_path / "watch.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen([*command(plugins)[:3], "watch", str(plugins)],
+                                   stdout=sink, stderr=subprocess.STDOUT,
+                                   env=environment())  # fmt: skip
+    try:
+        wait_for(lambda: "watching" in log.read_text(), LIVENESS, what="watch to start")
+        write(plugins / "geo.py", PING + "\n\n@tool\ndef lookup(city) -> str:\n    return city\n")
+        wait_for(lambda: "(1 problem):" in log.read_text(), LIVENESS, what="the error")
+        shown = log.read_text()
+        assert shown.count("cannot define tool from function 'lookup'") == 1, shown
+        assert "- parameter 'city' (line 11): has no type annotation" in shown
+    finally:
+        process.terminate()
+        process.wait(LIVENESS)
