@@ -29,7 +29,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.stamp-run: pyproject.toml | $(BIN)/python
-	$(PIP) -e .
+	$(PIP) -e '.[mcp]'  # `serve` is how most people use the tools: it works after `make watch`
 	touch $@
 
 $(VENV)/.stamp-dev: pyproject.toml constraints-dev.txt | $(BIN)/python

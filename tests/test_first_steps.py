@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import subprocess
+import sys
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import importlib_metadata
 import pytest
-from helpers import wait_for, write
+from helpers import wait_for, wheel_bytes, write
 from loguru import logger
 from mcp_clients import LIVENESS, command, environment, http_server
 
@@ -158,3 +162,69 @@ def test_watch_prints_a_definition_errors_header_once(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(LIVENESS)
+
+
+def test_make_watch_installs_what_serve_needs(tmp_path: Path) -> None:
+    checkout = Path(__file__).resolve().parent.parent
+    planned = subprocess.run(
+        ["make", "-n", "-B", "watch", f"VENV={tmp_path / 'venv'}"],
+        cwd=checkout, capture_output=True, text=True, check=True, timeout=LIVENESS,
+    ).stdout  # fmt: skip
+    [install] = [line for line in planned.splitlines() if " -m pip install " in line]
+    assert " -e '.[mcp]'" in install  # the README's next step after `make watch` is `serve`
+
+
+def test_outside_a_checkout_the_install_hint_names_the_extras_own_requirements(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Installed from a wheel, ``pip install 'agenthost[mcp]'`` finds no agenthost on the
+    index: the hint installs what the extra adds, which is there."""
+    real = importlib_metadata.distribution("agenthost")
+
+    class FromAWheel:
+        requires = real.requires
+
+        def read_text(self, name: str) -> str | None:
+            return '{"url": "file:///tmp/agenthost-1.0-py3-none-any.whl", "archive_info": {}}'
+
+    monkeypatch.setattr(importlib_metadata, "distribution", lambda name: FromAWheel())
+    monkeypatch.setitem(sys.modules, "agenthost._serve.server", None)  # as if not installed
+    assert main(["serve", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"agenthost serve needs the MCP SDK: {sys.executable} -m pip install 'mcp<3,>=2.3'\n"
+    )
+
+
+def test_one_wheel_has_one_plugin_name_installed_or_dropped_in_and_is_provided_once(
+    tmp_path: Path, make_host: Callable[..., PluginHost], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shout = """
+        from agenthost import tool
+
+        @tool
+        def shout(text: str) -> str:
+            "Shout."
+            return text.upper()
+        """
+    data = wheel_bytes("Text-Tools", "1.4", {"text_tools/__init__.py": shout},
+                       entry_points={"text_tools": "text_tools"})  # fmt: skip
+    site = tmp_path / "site"  # pip install: the archive unpacked onto the import path
+    zipfile.ZipFile(io.BytesIO(data)).extractall(site)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delitem(sys.modules, "text_tools", raising=False)
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "text_tools-1.4-py3-none-any.whl").write_bytes(data)
+    try:
+        host = make_host(plugins, installed=True).start()
+        by_kind = {p.kind: p for p in host.plugins()}
+        assert (by_kind["installed"].name, by_kind["installed"].status) == ("text_tools", "loaded")
+        dropped = by_kind["wheel"]
+        assert (dropped.name, dropped.status) == ("text_tools", "conflict")
+        assert dropped.error == (
+            "plugin 'text_tools' is already provided by an installed distribution (entry point "
+            "text_tools); remove one of them"
+        )
+        assert host.execute("shout", {"text": "hi"}).output == "HI"
+    finally:
+        sys.modules.pop("text_tools", None)

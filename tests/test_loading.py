@@ -111,7 +111,7 @@ def test_a_wheel_with_top_level_modules(plugin_dir: Path, make_host: Host) -> No
     host = make_host(plugin_dir).start()
     [plugin] = host.plugins()
     assert (plugin.name, plugin.version, plugin.kind, plugin.status) == (
-        "text-tools",
+        "text_tools",
         "1.4.0",
         "wheel",
         "loaded",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -214,3 +215,14 @@ def test_help_ends_with_client_configurations(capsys: pytest.CaptureFixture[str]
     shown = capsys.readouterr().out
     for needle in ("claude mcp add", '"mcpServers"', ".vscode/mcp.json", "Cursor", "--tokens"):
         assert needle in shown
+    # a client starts the server without an activated venv: the snippets name the real
+    # executable, which runs as they say
+    start = shown.index('{"mcpServers": {"tools": {"command"')
+    end = shown.index("}}}", start) + 3
+    config = json.loads(shown[start:end])["mcpServers"]["tools"]
+    assert Path(config["command"]).is_absolute()
+    ran = subprocess.run([config["command"], *config["args"][:1], "--help"],
+                         capture_output=True, text=True, timeout=LIVENESS)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert "claude mcp add" in ran.stdout
+    assert f"claude mcp add tools -- {config['command']} serve " in shown

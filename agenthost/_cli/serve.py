@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -31,29 +32,43 @@ __all__ = ["add_parser", "run"]
 EPILOG = """\
 stdio carries the protocol; plugin events and logs go to stderr.
 
-Claude Code:     claude mcp add tools -- agenthost serve /abs/path/plugins
+Claude Code:     claude mcp add tools -- {shell}
 Claude Desktop (claude_desktop_config.json), Cursor (.cursor/mcp.json):
-  {"mcpServers": {"tools": {"command": "agenthost",
-                            "args": ["serve", "/abs/path/plugins"]}}}
+  {{"mcpServers": {{"tools": {{"command": {command},
+                            "args": {args}}}}}}}
 VS Code (.vscode/mcp.json):
-  {"servers": {"tools": {"type": "stdio", "command": "agenthost",
-                         "args": ["serve", "${workspaceFolder}/plugins"]}}}
+  {{"servers": {{"tools": {{"type": "stdio", "command": {command},
+                         "args": {vscode}}}}}}}
 
 Over HTTP (agenthost serve plugins --http 8000):
-  {"mcpServers": {"tools": {"type": "http", "url": "http://127.0.0.1:8000/mcp"}}}
-  VS Code: {"servers": {"tools": {"type": "http", "url": "http://127.0.0.1:8000/mcp"}}}
+  {{"mcpServers": {{"tools": {{"type": "http", "url": "http://127.0.0.1:8000/mcp"}}}}}}
+  VS Code: {{"servers": {{"tools": {{"type": "http", "url": "http://127.0.0.1:8000/mcp"}}}}}}
 
 --tokens FILE maps each bearer token to a session name and its grants:
-  {"<token>": {"session": "alice", "grants": ["fs.read"]}}
+  {{"<token>": {{"session": "alice", "grants": ["fs.read"]}}}}
 Clients send it as the header  Authorization: Bearer <token>
 """
+
+
+def epilog() -> str:
+    """The client snippets, with the real path of this agenthost: a client starts it without
+    the shell that activated a virtual environment, so a bare ``agenthost`` is not found."""
+    script = Path(sys.executable).parent / "agenthost"
+    start = [str(script)] if script.is_file() else [sys.executable, "-m", "agenthost"]
+    plugins = str(Path("plugins").absolute())
+    return EPILOG.format(
+        shell=shlex.join([*start, "serve", plugins]),
+        command=json.dumps(start[0]),
+        args=json.dumps([*start[1:], "serve", plugins]),
+        vscode=json.dumps([*start[1:], "serve", "${workspaceFolder}/plugins"]),
+    )
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sub = add_command(
         commands, "serve", run, needs_directory=True,
         help="serve the directory to MCP clients; the tool list follows every edit",
-        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=epilog(),
     )  # fmt: skip
     directory(sub)
     isolation(sub)

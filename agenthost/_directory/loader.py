@@ -30,7 +30,13 @@ from agenthost._common.text import exception_text, printable, type_name
 from agenthost._directory.namespace import Namespace
 from agenthost._directory.scan import Source, TooLarge, read_source
 from agenthost._directory.version import HOOK_TIMEOUT, LoadFailure, PluginVersion, run_hook
-from agenthost._directory.wheel import ENTRY_POINT_GROUP, Wheel, WheelError, open_wheel
+from agenthost._directory.wheel import (
+    ENTRY_POINT_GROUP,
+    Wheel,
+    WheelError,
+    open_wheel,
+    plugin_name,
+)
 from agenthost._errors import DefinitionProblem, ToolDefinitionError
 from agenthost._providers.compatibility import refused_names
 
@@ -160,7 +166,7 @@ def _load_installed(
     warnings = _definition_warnings(definitions) + refused_names(definitions)
     warnings += _run_hooks(_hooks(modules, "on_load"), hook_timeout)
     return PluginVersion(
-        name=entry_point.name,
+        name=plugin_name(entry_point.name),
         source=source,
         version=dist.version if dist else None,
         content_hash="",

@@ -35,6 +35,7 @@ from agenthost._directory.records import (
 )
 from agenthost._directory.scan import Source
 from agenthost._directory.version import LoadFailure, PluginVersion
+from agenthost._directory.wheel import plugin_name
 from agenthost._errors import ToolConflictError
 
 __all__ = ["Load", "Registry"]
@@ -217,8 +218,8 @@ class Registry:
         if holder is not None and holder != key:
             state.name = result.name
             state.collision = (
-                f"plugin name '{result.name}' is already provided by "
-                f"{self._states[holder].source.path}; remove one of them"
+                f"plugin '{result.name}' is already provided by "
+                f"{_provider(self._states[holder].source)}; remove one of them"
             )
             return PluginEvent("conflict", result.name, path, message=state.collision)
         if state.serving is not None and result.problems:
@@ -451,9 +452,15 @@ def _diff(old: PluginVersion | None, new: PluginVersion) -> dict[str, Any]:
     }
 
 
+def _provider(source: Source) -> str:
+    if source.kind == "installed":
+        return f"an installed distribution (entry point {source.key.partition(':')[2]})"
+    return str(source.path)
+
+
 def _guess_name(source: Source) -> str:
     if source.kind == "module":
         return source.path.stem
     if source.kind == "wheel":
-        return source.path.name.split("-", 1)[0].replace("_", "-").lower()
+        return plugin_name(source.path.name.split("-", 1)[0])
     return source.path.name

@@ -17,22 +17,22 @@ from __future__ import annotations
 import base64
 import contextlib
 import csv
-import email.parser
 import hashlib
 import io
 import os
+import re
 import shutil
 import stat
 import tempfile
 import time
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import importlib_metadata
 from loguru import logger
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 
 from agenthost._errors import WheelError
 
@@ -41,6 +41,7 @@ __all__ = [
     "Wheel",
     "WheelError",
     "distribution_name",
+    "plugin_name",
     "open_wheel",
     "prune_cache",
 ]
@@ -94,7 +95,7 @@ def open_wheel(data: bytes, cache_dir: Path) -> Wheel:
     public = sorted(name for name in tops if not name.startswith("_"))
     modules = list(dict.fromkeys(m for m, _ in entry_points)) or public
     return Wheel(
-        name=canonicalize_name(name),
+        name=plugin_name(name, distribution.entry_points.select(group=ENTRY_POINT_GROUP).names),
         version=version,
         root=root,
         tops=tops,
@@ -106,14 +107,37 @@ def open_wheel(data: bytes, cache_dir: Path) -> Wheel:
 
 
 def distribution_name(data: bytes) -> str:
-    """The canonical name a wheel's metadata gives, once the archive is verified: the name
-    its plugin has, known without extracting or importing anything."""
+    """The name a wheel's plugin has, once the archive is verified, known without
+    extracting or importing anything (see :func:`plugin_name`)."""
     files, dist_info = _verified_files(data)
-    metadata = files.get(f"{dist_info}/METADATA", b"").decode("utf-8", "replace")
-    name = email.parser.HeaderParser().parsestr(metadata)["Name"]
+    distribution = _Unpacked(files, dist_info)
+    name = distribution.metadata["Name"]
     if not name:
         raise WheelError(f"{dist_info}/METADATA lacks Name or Version")
-    return canonicalize_name(name)
+    return plugin_name(name, distribution.entry_points.select(group=ENTRY_POINT_GROUP).names)
+
+
+class _Unpacked(importlib_metadata.Distribution):
+    """A wheel's metadata read from its verified bytes, before anything is extracted."""
+
+    def __init__(self, files: dict[str, bytes], dist_info: str) -> None:
+        self._files, self._dist_info = files, dist_info
+
+    def read_text(self, filename: str | os.PathLike[str]) -> str | None:
+        data = self._files.get(f"{self._dist_info}/{filename}")
+        return data.decode("utf-8", "replace") if data is not None else None
+
+    def locate_file(self, path: str | os.PathLike[str]) -> Path:
+        raise WheelError("a wheel's files are read from the archive, not located")
+
+
+def plugin_name(distribution: str, entry_points: Iterable[str] = ()) -> str:
+    """One name for one plugin, installed or dropped into the directory as a wheel: its
+    entry point's when it declares exactly one, else its distribution's, normalised
+    (``Text-Tools`` and ``text.tools`` are ``text_tools``), so the same plugin present
+    twice is "already provided", not a conflict over each of its tools."""
+    names = sorted(set(entry_points))
+    return re.sub(r"[-_.]+", "_", names[0] if len(names) == 1 else distribution).lower()
 
 
 def prune_cache(cache_dir: Path, older_than: float = 24 * 3600) -> None:
