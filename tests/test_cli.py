@@ -184,18 +184,20 @@ def test_new_writes_a_template_that_loads_and_passes_check(
         0,
         "plugin notes 0.1.0: 1 tool\n  notes_echo(text, times, style): Send the text back, repeated.\nOK\n",
     )
-    assert run(capsys, "new", "notes", "--dir", str(plugin_dir)) == (
-        1,
-        f"{target} exists; choose another name\n",
-    )
-    assert run(capsys, "new", "not-valid", "--dir", str(plugin_dir))[0] == 2
-    config = Path(__file__).parent.parent / "pyproject.toml"
-    for ruff in (["check"], ["format", "--check"]):  # the project's own rules, on the template
+    assert main(["new", "notes", "--dir", str(plugin_dir)]) == 1
+    assert capsys.readouterr() == ("", f"agenthost new: {target} exists; choose another name\n")
+    assert main(["new", "not-valid", "--dir", str(plugin_dir)]) == 2
+    assert capsys.readouterr() == ("", "agenthost new: plugin name 'not-valid' must be a Python "
+                                       "identifier that does not start with '_'\n")  # fmt: skip
+    # a plugin author's own project: ruff's defaults (88 columns), agenthost a third party
+    author = ["--isolated", "--select", "E,F,I,W,UP,B"]
+    for ruff in (["check", *author], ["format", "--isolated", "--check"]):
         linted = subprocess.run(
-            [sys.executable, "-m", "ruff", *ruff, "--config", str(config), str(target)],
+            [sys.executable, "-m", "ruff", *ruff, str(target)],
             capture_output=True,
             text=True,
             check=False,
+            cwd=plugin_dir,
         )
         assert linted.returncode == 0, linted.stdout
 

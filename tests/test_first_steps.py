@@ -7,6 +7,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -228,3 +229,101 @@ def test_one_wheel_has_one_plugin_name_installed_or_dropped_in_and_is_provided_o
         assert host.execute("shout", {"text": "hi"}).output == "HI"
     finally:
         sys.modules.pop("text_tools", None)
+
+
+def test_check_of_a_plugin_directory_checks_each_plugin_in_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plugins = write(tmp_path / "plugins" / "ping.py", PING).parent
+    write(plugins / "guarded.py", GUARDED)
+    assert main(["check", str(plugins)]) == 0
+    shown = capsys.readouterr().out
+    assert "plugin guarded: 3 tools\n" in shown
+    assert "plugin ping: 1 tool\n" in shown
+    assert "__init__.py" not in shown
+    missing = tmp_path / "nope.py"
+    assert main(["check", str(missing)]) == 1
+    assert capsys.readouterr().out == f"{missing}: no such file or directory\n"
+    (tmp_path / "empty").mkdir()
+    assert main(["check", str(tmp_path / "empty")]) == 1
+    assert "no plugins in this folder" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "target",
+    [["greet", "name=Bob"], ["greet", '{"name": "Bob"}', '{"times": 2}'],
+     ["{plugins}", "greet", '{"name": "Bob"}', '{"times": 2}']],
+)  # fmt: skip
+def test_call_says_the_arguments_are_one_json_object(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    target: list[str],
+) -> None:  # fmt: skip
+    plugins = write(tmp_path / "plugins" / "ping.py", PING).parent
+    monkeypatch.chdir(tmp_path)
+    assert main(["call", *(str(plugins) if t == "{plugins}" else t for t in target)]) == 2
+    assert capsys.readouterr().err == (
+        "agenthost call: the arguments are one JSON object after the tool's name, e.g. "
+        """agenthost call greet '{"name": "Bob"}' (or - to read them from stdin)\n"""
+    )
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan", "soon"])
+def test_a_timeout_must_be_more_than_zero_seconds(
+    timeout: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["call", "ping", f"--timeout={timeout}"])
+    assert exited.value.code == 2
+    assert "argument --timeout:" in capsys.readouterr().err
+
+
+def test_call_help_says_what_it_prints_and_reads(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["call", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert shown.startswith("usage: agenthost call [options] [DIR] TOOL [ARGS | -] ")
+    assert "..." not in shown.split("positional arguments")[0]  # one call, not a chain
+    assert "(- reads them from stdin)" in shown
+    assert "the answer the model would see" in shown
+
+
+def test_a_permission_error_in_the_cli_leads_with_the_flag_that_grants_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plugins = write(tmp_path / "plugins" / "guarded.py", GUARDED).parent
+    assert main(["call", str(plugins), "fetch", '{"url": "x"}', "--output", "text"]) == 1
+    assert capsys.readouterr() == (
+        "",
+        "agenthost call: tool 'fetch' needs http.get; run again with --grant http.get\n",
+    )
+    assert main(["call", str(plugins), "fetch", '{"url": "x"}', "--output", "json"]) == 1
+    out, err = capsys.readouterr()
+    assert err.startswith("agenthost call: tool 'fetch' needs http.get; run again with --grant")
+    assert "host.permissions.grant(" in json.loads(out)["error"]["message"]  # the library's way
+
+
+@pytest.mark.parametrize("command", [["schema"], ["call", "ping", "--output", "json"]])
+def test_schema_and_call_say_which_functions_of_a_loaded_plugin_are_not_tools(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    half = PING + "\n\n@tool\ndef lookup(city) -> str:\n    return city\n"
+    plugins = write(tmp_path / "plugins" / "half.py", half).parent
+    assert main([command[0], str(plugins), *command[1:]]) == 0
+    assert capsys.readouterr().err == (
+        f"agenthost {command[0]}: plugin 'half' loaded without 1 function that cannot be tools "
+        f"(lookup); see agenthost check {plugins / 'half.py'}\n"
+    )
+
+
+def test_an_import_that_hangs_in_a_worker_fails_within_the_import_timeout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plugins = write(tmp_path / "plugins" / "ping.py", PING).parent
+    write(plugins / "slow.py", "import time\n\ntime.sleep(600)\n")
+    started = time.monotonic()
+    code = main(["list", str(plugins), "--isolation", "process", "--import-timeout", "1"])
+    assert time.monotonic() - started < 20  # a liveness bound: the default waits 30 s
+    assert code == 0
+    shown = capsys.readouterr().out
+    assert "process (no worker: the load failed)" in shown
+    assert "error: the plugin's import did not finish within 1 s" in shown

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ __all__ = [
     "indent",
     "isolation",
     "say_failures",
+    "seconds",
 ]
 
 
@@ -63,12 +65,32 @@ def isolation(sub: argparse.ArgumentParser) -> None:
         help="let this plugin's workers use the network, for tools that declare a network "
         "permission such as http.get (repeatable); others have none",
     )
+    sub.add_argument(
+        "--import-timeout",
+        type=seconds,
+        metavar="SECONDS",
+        help=f"how long a worker may take to import its plugin before the load fails "
+        f"(default {WorkerOptions().import_timeout:g})",
+    )
 
 
 def host_options(args: argparse.Namespace) -> dict[str, Any]:
     """What the isolation options above ask of a ``PluginHost``."""
     workers = WorkerOptions(network=frozenset(args.allow_network))
+    if args.import_timeout is not None:
+        workers = dataclasses.replace(workers, import_timeout=args.import_timeout)
     return {"isolation": args.isolation, "sandbox": args.sandbox, "worker_options": workers}
+
+
+def seconds(text: str) -> float:
+    """A time limit: a number of seconds above 0 (0 and -1 do not mean "no limit")."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"{text} is not more than 0 seconds")
+    return value
 
 
 def fail(command: str, message: str) -> int:
@@ -78,13 +100,22 @@ def fail(command: str, message: str) -> int:
 
 
 def say_failures(host: PluginHost, command: str) -> None:
-    """A definition list or a call answered without some plugins must say so."""
+    """A definition list or a call answered without some plugins, or some of their tools,
+    must say so."""
     for plugin in host.plugins():
+        check = f"see agenthost check {plugin.path}"
         if plugin.status == "failed":
             print(
                 f"{command}: plugin '{plugin.name}' failed to load, its tools are missing: "
-                f"{plugin.error} ({plugin.location or plugin.path}); see agenthost check "
-                f"{plugin.path}",
+                f"{plugin.error} ({plugin.location or plugin.path}); {check}",
+                file=sys.stderr,
+            )
+        elif plugin.definition_errors:
+            refused = [e.function for e in plugin.definition_errors]
+            print(
+                f"{command}: plugin '{plugin.name}' loaded without "
+                f"{count(len(refused), 'function')} that cannot be tools ({', '.join(refused)}); "
+                f"{check}",
                 file=sys.stderr,
             )
 

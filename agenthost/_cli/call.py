@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
 from agenthost._calls.results import ToolResult
-from agenthost._cli.arguments import add_command, fail, host_options, isolation, say_failures
+from agenthost._cli.arguments import (
+    add_command,
+    fail,
+    host_options,
+    isolation,
+    say_failures,
+    seconds,
+)
 from agenthost._host import PluginHost
 
 __all__ = ["add_parser", "run"]
@@ -15,13 +23,16 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sub = add_command(
-        commands, "call", run, help="run one tool call and print the ToolResult as JSON"
-    )
+        commands, "call", run,
+        help="run one tool call; print the answer the model would see, or the ToolResult as JSON",
+        usage="agenthost call [options] [DIR] TOOL [ARGS | -]",
+    )  # fmt: skip
     sub.add_argument(
         "target",
         nargs="+",
-        metavar="[DIR] TOOL [ARGS]",
-        help="plugin directory, tool, JSON arguments",
+        metavar="[DIR] TOOL [ARGS | -]",
+        help="the plugin directory (./plugins), the tool, and its arguments as one JSON "
+        'object (- reads them from stdin), e.g. agenthost call greet \'{"name": "Bob"}\'',
     )
     sub.add_argument("--session", help="the session the call runs as")
     sub.add_argument(
@@ -31,7 +42,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="PERMISSION",
         help="grant the session a permission",
     )
-    sub.add_argument("--timeout", type=float, help="seconds before the call gives up")
+    sub.add_argument(
+        "--timeout", type=seconds, help="seconds before the call gives up (more than 0)"
+    )
     isolation(sub)
     sub.add_argument(
         "--output",
@@ -43,18 +56,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    target = list(args.target)
-    if len(target) > 3:
-        print("usage: agenthost call [DIR] TOOL [ARGS]", file=sys.stderr)
-        return 2
-    directory = "plugins"
-    if len(target) == 3 or (len(target) == 2 and not _looks_like_json(target[1])):
-        directory = target.pop(0)
-    name, arguments = target[0], target[1] if len(target) > 1 else "{}"
+    try:
+        directory, name, arguments = _split(args.target)
+    except ValueError as exc:
+        return fail("call", str(exc))
     if arguments == "-":
         arguments = sys.stdin.read()
-    if not Path(directory).is_dir():
-        return fail("call", f"{directory} is not a directory")
     as_text = args.output == "text" or (args.output is None and sys.stdout.isatty())
     with PluginHost(directory, **host_options(args)) as host:
         say_failures(host, "agenthost call")
@@ -63,6 +70,30 @@ def run(args: argparse.Namespace) -> int:
         result = _call(host, name, arguments, args, as_text)
     _print(result, args, as_text)
     return 0 if result.success else 1
+
+
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")  # looser than a tool name: only to tell apart
+_ONE_OBJECT = (
+    "the arguments are one JSON object after the tool's name, e.g. "
+    """agenthost call {tool} '{{"name": "Bob"}}' (or - to read them from stdin)"""
+)
+
+
+def _split(target: list[str]) -> tuple[str, str, str]:
+    """``[DIR] TOOL [ARGS]``; ``ValueError`` says what is wrong (``greet name=Bob`` is
+    arguments that are not JSON, not a directory called greet)."""
+    given = list(target)
+    if len(given) > 3 or (len(given) == 3 and _looks_like_json(given[1])):
+        tool = given[1] if Path(given[0]).is_dir() else given[0]
+        raise ValueError(_ONE_OBJECT.format(tool=tool))
+    directory = "plugins"
+    if len(given) == 3 or (len(given) == 2 and not _looks_like_json(given[1])):
+        directory = given.pop(0)
+        if len(given) == 1 and not _TOOL_NAME.fullmatch(given[0]) and not Path(directory).is_dir():
+            raise ValueError(_ONE_OBJECT.format(tool=directory))
+    if not Path(directory).is_dir():
+        raise ValueError(f"{directory} is not a directory")
+    return directory, given[0], given[1] if len(given) > 1 else "{}"
 
 
 def _looks_like_json(text: str) -> bool:
@@ -87,11 +118,19 @@ def _call(
 
 
 def _print(result: ToolResult, args: argparse.Namespace, as_text: bool) -> None:
-    if result.error is not None and result.error.code == "permission_denied":
-        missing = " ".join(f"--grant {p}" for p in result.error.details.get("missing", ()))
-        print(f"agenthost call: to allow it, run again with {missing}", file=sys.stderr)
+    denied = result.error is not None and result.error.code == "permission_denied"
+    if denied:  # the CLI's way to grant, not the library's (the JSON keeps that)
+        assert result.error is not None
+        missing = list(result.error.details.get("missing", ()))
+        print(
+            f"agenthost call: tool {result.tool!r} needs {', '.join(missing)}; run again with "
+            f"{' '.join(f'--grant {p}' for p in missing)}",
+            file=sys.stderr,
+        )
     if not as_text:
         print(result.to_json(indent=2))
+    elif denied:
+        return
     elif not args.stream or not result.success:
         print(result.content)
     elif result.output and not result.output.endswith("\n"):

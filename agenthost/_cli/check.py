@@ -25,8 +25,17 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    sub = add_command(commands, "check", run, help="validate one plugin (file, folder or wheel)")
-    sub.add_argument("path", nargs="+", help="the plugins to check (files, folders, wheels)")
+    sub = add_command(
+        commands,
+        "check",
+        run,
+        help="validate plugins (files, folders, wheels, a directory of them)",
+    )
+    sub.add_argument(
+        "path",
+        nargs="+",
+        help="the plugins to check (files, folders, wheels, or a plugin directory)",
+    )
     sub.add_argument("--json", action="store_true", help="print JSON")
     sub.add_argument(
         "--provider",
@@ -39,23 +48,39 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    """Check every path given (`agenthost check sample_plugins/*`); 1 if any fails."""
+    """Check every path given (`agenthost check plugins/*` or `plugins`); 1 if any fails."""
     records: list[dict[str, Any]] | None = [] if args.json else None
-    codes = [_check_one(Path(path), args, records) for path in args.path]
+    codes = [_check_one(path, args, records) for path in _plugins(args.path)]
     if records is not None:
         print(json.dumps(records, indent=2, default=str))
     return max(codes)
 
 
+def _plugins(given: Sequence[str]) -> list[Path]:
+    """The paths to check: a plugin directory (a folder without ``__init__.py`` holding
+    plugins) stands for every plugin in it, as ``check plugins/*`` would."""
+    paths = []
+    for path in map(Path, given):
+        inside = []
+        if path.is_dir() and not (path / "__init__.py").exists():
+            names = sorted(child.name for child in path.iterdir())
+            inside = [path / n for n in names if source_at(path, n) or not_loaded(path, n)]
+        paths += inside or [path]
+    return paths
+
+
 def _check_one(given: Path, args: argparse.Namespace, records: list[dict[str, Any]] | None) -> int:
     """Check one path; its report is printed, or appended to ``records`` for ``--json``."""
     path = given.absolute()
+    if not path.exists():
+        message = f"{path}: no such file or directory"
+        _say(records, message, path=str(path), ok=False, error=message)
+        return 1
     source = source_at(path.parent, path.name)
     if source is None:
+        what = "no plugins in this folder" if path.is_dir() else "not a plugin"
         reason = not_loaded(path.parent, path.name)
-        message = (
-            reason or f"{path}: not a plugin (a .py file, a folder with __init__.py, or a .whl)"
-        )
+        message = reason or f"{path}: {what} (a .py file, a folder with __init__.py, or a .whl)"
         _say(records, message, path=str(path), ok=False, error=message)
         return 1
     with tempfile.TemporaryDirectory(prefix="agenthost-check-") as scratch:

@@ -85,6 +85,8 @@ def _print_notes(plugins: Sequence[PluginInfo], hiding: Mapping[str, str | None]
 
 def _runs_in(plugin: PluginInfo) -> str:
     worker = plugin.worker
+    if plugin.isolation == "process" and worker is None and plugin.status == "failed":
+        return "process (no worker: the load failed)"
     if plugin.isolation != "process" or worker is None:
         return plugin.isolation
     sandbox = "sandboxed" if worker.sandbox == "bwrap" else "no sandbox"

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from agenthost._cli.arguments import add_command
+from agenthost._cli.arguments import add_command, fail
 
 __all__ = ["TEMPLATE", "add_parser", "run"]
 
@@ -19,9 +20,8 @@ file while `agenthost watch` runs and the new version is live at once.
 
 from typing import Annotated, Literal
 
-from pydantic import Field
-
 from agenthost import tool
+from pydantic import Field
 
 __version__ = "0.1.0"
 
@@ -43,7 +43,7 @@ def {name}_echo(
 
 
 # Options: @tool(name=..., permissions={{"http.get"}}, timeout=10, read_only=True, ...)
-# A parameter annotated ToolContext receives the call's context and is never in the schema:
+# A parameter annotated ToolContext receives the call's context (never in the schema):
 #
 # from agenthost import ToolContext
 #
@@ -58,7 +58,7 @@ def on_load() -> None:
 
 
 def on_unload() -> None:
-    """Runs when this version is retired, after its last call ended (close them here)."""
+    """Runs when this version is retired, once its last call ended (close them here)."""
 '''
 
 
@@ -71,11 +71,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     name = args.name
     if not name.isidentifier() or name.startswith("_"):
-        print(f"plugin name {name!r} must be a Python identifier that does not start with '_'")
-        return 2
+        return fail(
+            "new", f"plugin name {name!r} must be a Python identifier that does not start with '_'"
+        )
     target = Path(args.dir) / f"{name}.py"
     if target.exists():
-        print(f"{target} exists; choose another name")
+        print(f"agenthost new: {target} exists; choose another name", file=sys.stderr)
         return 1
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(TEMPLATE.format(name=name))
