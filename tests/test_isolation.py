@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers import replace_atomically, wait_for, write
+from loguru import logger
 
 from agenthost import PluginHost, WorkerOptions
 
@@ -93,6 +95,17 @@ def count(n: int):
     for i in range(n):
         yield f"{i} "
 """
+
+
+@pytest.fixture
+def logged() -> Iterator[list[str]]:
+    """The messages the library logs (its logging is off unless an application turns it on)."""
+    messages: list[str] = []
+    logger.enable("agenthost")
+    sink = logger.add(lambda m: messages.append(m.record["message"]), level="WARNING")
+    yield messages
+    logger.remove(sink)
+    logger.disable("agenthost")
 
 
 @pytest.fixture
@@ -230,6 +243,116 @@ def test_a_crash_loop_is_quarantined_until_the_file_changes(
     wait_for(lambda: host.execute("nap", {"seconds": 0}).output == "woke", what="a fresh worker")
     [revived] = host.plugins()
     assert (revived.status, revived.worker.state) == ("loaded", "running")
+
+
+HELPER = """
+from agenthost import tool
+
+
+def _check(value: str, password: str) -> None:
+    if value != "ok":
+        raise ValueError(f"bad input {value!r} with {password}")
+
+
+@tool
+def fussy(value: str, password: str) -> str:
+    '''Check the value in a helper.'''
+    _check(value, password)
+    return "fine"
+"""
+
+
+def _shape(logged: str) -> list[str]:
+    """A logged traceback without what differs between two runs: the call id, and the
+    carets under an expression (the worker sends no column)."""
+    first, *rest = logged.splitlines()
+    return [re.sub(r"\(\S+\)", "()", first), *(line for line in rest if line.strip(" ^~"))]
+
+
+def test_a_tool_raising_in_a_helper_logs_its_own_frames_as_in_process(
+    tmp_path: Path, logged: list[str]
+) -> None:
+    plugins = tmp_path / "plugins"
+    write(plugins / "near.py", HELPER)
+    far = write(plugins / "far.py", HELPER.replace("def fussy", "def fussy_far"))
+    arguments = {"value": "nope", "password": "hunter2-secret"}
+    with PluginHost(plugins, installed=False, isolation={"far": "process"},
+                    cache_dir=tmp_path / "c") as host:  # fmt: skip
+        near, isolated = host.execute("fussy", arguments), host.execute("fussy_far", arguments)
+    assert near.error is not None
+    assert isolated.error is not None
+    assert isolated.error.message == "ValueError: bad input 'nope' with ***"
+    assert (isolated.error.message, isolated.error.details) == (
+        near.error.message,
+        near.error.details,
+    )
+    [near_log] = [m for m in logged if m.startswith("tool fussy ")]
+    [far_log] = [m for m in logged if m.startswith("tool fussy_far ")]
+    source = far.read_text().splitlines()
+    called = 1 + source.index("    _check(value, password)")
+    raised = 1 + next(i for i, text in enumerate(source) if "raise ValueError" in text)
+    assert f'File "{far}", line {raised}, in _check\n    raise ValueError(f"bad' in far_log
+    assert f'File "{far}", line {called}, in fussy_far\n    _check(value, password)\n' in far_log
+    assert far_log.endswith("\nValueError: bad input 'nope' with ***")
+    assert "hunter2-secret" not in far_log
+    for internal in ("agenthost/_isolation", "agenthost/_calls", "agenthost.worker", "Remote"):
+        assert internal not in far_log
+    assert _shape(far_log.replace("fussy_far", "fussy")) == _shape(
+        near_log.replace("near.py", "far.py")
+    )
+
+
+@pytest.mark.parametrize(
+    ("tool", "says", "details"),
+    [
+        ("exit_hard", "the plugin's worker process exited with code 3; "
+         "it is restarted for the next call", {}),
+        ("hog_memory", "MemoryError: the worker's memory limit (1024 MB, WorkerOptions.memory_mb) "
+         "was reached; ask for less", {"type": "MemoryError"}),
+    ],
+)  # fmt: skip
+def test_a_crash_or_the_memory_limit_is_one_sentence_without_the_hosts_frames(
+    isolated: Callable[..., PluginHost],
+    logged: list[str],
+    tool: str,
+    says: str,
+    details: dict[str, str],
+) -> None:
+    host = isolated()
+    result = host.execute(tool)
+    assert result.error is not None
+    assert (result.error.message, result.error.details) == (says, details)
+    assert result.content == f"Error (tool_error): {says}"
+    [line] = [m for m in logged if m.startswith(f"tool {tool} ")]
+    assert line.endswith(says)
+    assert "\n" not in line  # no traceback: the host's frames say nothing of the tool
+    assert not [m for m in logged if "Traceback" in m or "agenthost." in m or "Gone" in m]
+
+
+def test_a_quarantine_is_told_as_a_sentence(
+    isolated: Callable[..., PluginHost], logged: list[str]
+) -> None:
+    host = isolated(worker_options=WorkerOptions(max_crashes=3))
+    crashes = [host.execute("exit_hard").error for _ in range(3)]
+    refused = host.execute("nap", {"seconds": 0}).error
+    restarted = "the plugin's worker process exited with code 3; it is restarted for the next call"
+    assert [e.message if e else None for e in crashes] == [
+        restarted,
+        restarted,
+        "the plugin's worker process exited with code 3, 3 times within a minute, "
+        "and is quarantined; save the plugin to retry",
+    ]
+    assert refused is not None
+    assert refused.message == (
+        "the plugin's worker is quarantined: it exited with code 3, 3 times within a minute; "
+        "save the plugin to retry"
+    )
+    assert refused.details == {}
+    assert (
+        "worker of risky.py quarantined: it exited with code 3, 3 times within a minute; "
+        "save the plugin to retry"
+    ) in logged
+    assert not [m for m in logged if "Traceback" in m or "agenthost." in m or "Gone" in m]
 
 
 def test_a_plugin_cannot_patch_the_host_or_another_plugin(
@@ -446,7 +569,7 @@ def test_answer_size_and_open_files_are_limited_with_the_limit_named(
 
 NEIGHBOUR = "from agenthost import tool\n@tool\ndef greet() -> str:\n    'Hi.'\n    return 'hi'\n"
 HOSTILE = """
-import os, socket, struct, time
+import json, os, socket, struct, sys, time
 from agenthost import tool
 
 
@@ -470,6 +593,29 @@ def garbage(kind: str) -> str:
     }[kind]
     os.write(_channel(), struct.pack("!i", len(payload)) + payload)
     time.sleep(5)
+    return "not reached"
+
+
+@tool
+def forged_error(kind: str, path: str = "") -> str:
+    '''Answer this call with a forged error straight onto the channel, then wait.'''
+    frame = sys._getframe()
+    while "cid" not in frame.f_locals:
+        frame = frame.f_back
+    good = {"file": path, "line": 1, "function": "f", "source": ""}
+    error = {"type": "ValueError", "message": "m", "frames": [good], "omitted": 0}
+    error.update({
+        "text": {"frames": "  File 'x', line 1"},
+        "many": {"frames": [good] * 10_000},
+        "huge": {"frames": [{**good, "file": "x" * 2**20}]},
+        "count": {"omitted": -1},
+        "stranger": {"frames": [{**good, "locals": {}}]},
+        "forged": {"message": "boom\\nERROR | forged\\x1b[2J",
+                   "frames": [{**good, "function": "f\\nERROR | forged", "source": "\\x1b[31m"}]},
+    }[kind])
+    body = json.dumps({"done": frame.f_locals["cid"], "error": error}).encode()
+    os.write(_channel(), struct.pack("!i", len(body)) + body)
+    time.sleep(30)
     return "not reached"
 
 
@@ -502,3 +648,36 @@ def test_a_worker_that_sends_garbage_is_stopped_and_the_host_carries_on(
     assert host.execute("greet").output == "hi"  # the neighbour never noticed
     replace_atomically(tmp_path / "plugins" / "hostile.py", HOSTILE + "\n# saved again\n")
     wait_for(lambda: host.execute("ok").output == "fine", what="a fresh worker after the save")
+
+
+@pytest.mark.parametrize("kind", ["text", "many", "huge", "count", "stranger"])
+def test_a_worker_that_sends_a_malformed_traceback_is_stopped_and_floods_no_log(
+    isolated: Callable[..., PluginHost], tmp_path: Path, logged: list[str], kind: str
+) -> None:
+    write(tmp_path / "plugins" / "neighbour.py", NEIGHBOUR)
+    host = isolated(HOSTILE, name="hostile")
+    result = host.execute("forged_error", {"kind": kind}, timeout=30)
+    assert result.error is not None
+    assert "broke the protocol" in result.error.message
+    assert "traceback" in result.error.message
+    plugins = {p.name: p for p in host.plugins()}
+    assert plugins["hostile"].status == "failed"
+    assert host.execute("greet").output == "hi"
+    assert logged
+    assert max(len(m) for m in logged) < 2000
+
+
+def test_a_forged_traceback_is_shown_inert_and_makes_the_host_read_no_file(
+    isolated: Callable[..., PluginHost], tmp_path: Path, logged: list[str]
+) -> None:
+    private = write(tmp_path / "private.txt", "the host's own secret\n")
+    host = isolated(HOSTILE, name="hostile")
+    result = host.execute("forged_error", {"kind": "forged", "path": str(private)}, timeout=30)
+    assert result.error is not None
+    assert result.error.message == "ValueError: boom\nERROR | forged\\x1b[2J"
+    [line] = [m for m in logged if m.startswith("tool forged_error ")]
+    assert f'  File "{private}", line 1, in f\\nERROR | forged\n    \\x1b[31m\n' in line
+    assert "secret" not in line  # the host never reads the file a worker names
+    assert "\x1b" not in line
+    assert not [text for text in line.splitlines() if text.startswith("ERROR")]
+    assert host.plugins()[0].status == "loaded"

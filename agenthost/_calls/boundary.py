@@ -5,14 +5,20 @@
 drained). Each sets the call's context for :func:`current_context`, renders
 what the tool returns, and turns anything it raises, ``BaseException``
 included, into a ``tool_error`` result (its traceback logged, secrets masked)
-before it can reach a worker thread or the event loop.
+before it can reach a worker thread or the event loop. The traceback logged is
+the tool's own: the host's frames above the tool's are left out. A failure that
+happened elsewhere (in a worker process) arrives as :class:`Relayed`, already
+told: its message as the model sees it, and the tool's frames as text.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import traceback
 from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from loguru import logger
@@ -23,6 +29,7 @@ from agenthost._common.masking import jsonable, redact, secret_values
 from agenthost._common.text import exception_text, type_name
 
 __all__ = [
+    "Relayed",
     "adrain",
     "ainvoke",
     "cancelled",
@@ -31,8 +38,30 @@ __all__ = [
     "invoke",
     "secrets_of",
     "tool_error",
+    "tool_frames",
     "traceback_text",
 ]
+
+# Where the host's own frames live: the package, and asyncio (a worker runs async tools
+# with asyncio.run). Frames of these above a tool's first frame are the host's, not its.
+_HOST_CODE = tuple(
+    {f"{folder}{os.sep}" for root in (Path(__file__).parents[1], Path(asyncio.__file__).parent)
+     for folder in (root, root.resolve())}
+)  # fmt: skip
+
+
+class Relayed(Exception):
+    """A tool's failure told by the process it happened in (a worker), not raised here.
+
+    ``str()`` is the whole message the model sees (``ValueError: bad input``, or
+    one sentence such as why the worker ended); ``kind`` is the type the tool
+    raised (None when nothing was raised: the worker ended); ``trace`` is the
+    tool's own traceback as text, already bounded and inert ('' for none).
+    """
+
+    def __init__(self, message: str, kind: str | None = None, trace: str = "") -> None:
+        super().__init__(message)
+        self.kind, self.trace = kind, trace
 
 
 def invoke(
@@ -127,6 +156,8 @@ def secrets_of(ctx: ToolContext) -> tuple[str, ...]:
 
 def tool_error(ctx: ToolContext, exc: BaseException) -> ToolResult:
     """The result of a tool that raised; its traceback goes to the log, secrets masked."""
+    if isinstance(exc, Relayed):
+        return _relayed_error(ctx, exc)
     secrets = secrets_of(ctx)
     message = redact(exception_text(exc), secrets)
     logger.opt(lazy=True).warning(
@@ -134,14 +165,47 @@ def tool_error(ctx: ToolContext, exc: BaseException) -> ToolResult:
         lambda: ctx.name,
         lambda: ctx.call_id,
         lambda: message,
-        lambda: redact(traceback_text(exc), secrets),
+        lambda: redact(traceback_text(exc, tool_only=True), secrets),
     )
     return ToolResult.fail("tool_error", message, type=type_name(exc))
 
 
-def traceback_text(exc: BaseException) -> str:
-    """The traceback as text: frames and source lines, never local variables' values."""
+def _relayed_error(ctx: ToolContext, exc: Relayed) -> ToolResult:
+    """:func:`tool_error` for a failure a worker told: logged the same way, its frames as
+    it sent them; without them (the worker ended, its memory ran out) one line."""
+    secrets = secrets_of(ctx)
+    message = redact(str(exc), secrets)
+    said = "raised" if exc.kind else "failed:"
+    if exc.trace:
+        logger.opt(lazy=True).warning(
+            "tool {} ({}) {} {}\n{}",
+            lambda: ctx.name,
+            lambda: ctx.call_id,
+            lambda: said,
+            lambda: message.replace("\n", "\n  "),  # a worker's text forges no log line
+            lambda: redact(exc.trace, secrets),
+        )
+    else:
+        logger.warning("tool {} ({}) {} {}", ctx.name, ctx.call_id, said,
+                       message.replace("\n", "\n  "))  # fmt: skip
+    details = {"type": exc.kind} if exc.kind else {}
+    return ToolResult.fail("tool_error", message, **details)
+
+
+def traceback_text(exc: BaseException, *, tool_only: bool = False) -> str:
+    """The traceback as text: frames and source lines, never local variables' values;
+    ``tool_only`` leaves out the host's frames above the tool's first one."""
     try:
-        return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+        tb = exc.__traceback__
+        tb = (tool_frames(tb) or tb) if tool_only else tb
+        return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
     except BaseException:  # noqa: BLE001 - a hostile exception must not break the report
         return f"(the traceback of {type_name(exc)} cannot be shown)"
+
+
+def tool_frames(tb: TracebackType | None) -> TracebackType | None:
+    """``tb`` from the tool's first frame on, the host's frames that called it left out;
+    None if every frame is the host's (the call failed before or after the tool ran)."""
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_HOST_CODE):
+        tb = tb.tb_next
+    return tb

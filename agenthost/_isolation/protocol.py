@@ -12,7 +12,10 @@ Host to worker: the configuration first, then ``{"call": id, "tool",
 "arguments", "context"}`` and ``{"credit": id, "bytes": n}`` (room for more
 streamed output). Worker to host: ``{"loaded": {...}}`` or ``{"failed": {...}}``
 once, then per call ``{"delta": id, "text"}`` and ``{"done": id, "output",
-"data", "truncated"}`` or ``{"done": id, "error": {"type", "message"}}``.
+"data", "truncated"}`` or ``{"done": id, "error": {"type", "message"}}``, the
+error with ``"frames"`` (the tool's own, innermost last: ``{"file", "line",
+"function", "source"}`` each) and ``"omitted"`` (how many were left out after the
+first) when the tool raised.
 """
 
 from __future__ import annotations
@@ -21,15 +24,17 @@ import math
 from typing import Annotated, Any, Literal
 
 import jiter
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from agenthost._common.text import inert
 
 __all__ = [
     "MAX_ERROR",
+    "MAX_FRAMES",
     "MAX_TOOLS",
     "STREAM_WINDOW",
     "Failed",
+    "Frame",
     "Hello",
     "Loaded",
     "ProtocolError",
@@ -40,6 +45,7 @@ __all__ = [
 ]
 
 MAX_ERROR = 8192  # characters of an exception message a worker may send
+MAX_FRAMES = 50  # frames of a tool's traceback a worker may send (its first, the innermost)
 MAX_TOOLS = 10_000  # tools one plugin may define
 STREAM_WINDOW = 64 * 1024  # characters of streamed output a call may send ahead of its reader
 _TEXT = 100_000  # characters of a description, a warning, a traceback
@@ -132,6 +138,18 @@ class Failed(_Strict):
     traceback: Text = ""
 
 
+class Frame(_Strict):
+    """One frame of a tool's traceback: where, and the line of source (as Python shows it)."""
+
+    file: Annotated[str, Field(max_length=1024), AfterValidator(_one_line)]
+    line: Line | None
+    function: Name
+    source: Annotated[str, Field(max_length=500), AfterValidator(_one_line)]
+
+
+_FRAMES = TypeAdapter(Annotated[list[Frame], Field(max_length=MAX_FRAMES)])
+
+
 class Hello(_Strict):
     loaded: Loaded | None = None
     failed: Failed | None = None
@@ -167,11 +185,13 @@ def hello(message: dict[str, Any], expected: str) -> Hello:
 
 _DONE_KEYS = frozenset({"done", "output", "data", "truncated"})
 _ERROR_KEYS = frozenset({"done", "error"})
+_RAISED_KEYS = (frozenset({"type", "message"}), frozenset({"type", "message", "frames", "omitted"}))
 
 
 def answer(message: dict[str, Any]) -> tuple[str, int, Any]:
     """``("delta", id, text)``, ``("done", id, (output, data, truncated))`` or
-    ``("error", id, (type, message))``, each part checked; :class:`ProtocolError` else."""
+    ``("error", id, (type, message, frames, omitted))``, each part checked;
+    :class:`ProtocolError` else."""
     if "delta" in message:
         cid, text = message.get("delta"), message.get("text")
         if message.keys() != {"delta", "text"} or type(cid) is not int or type(text) is not str:
@@ -189,14 +209,28 @@ def answer(message: dict[str, Any]) -> tuple[str, int, Any]:
             raise ProtocolError("sent an answer whose data holds a number JSON cannot carry")
         return "done", cid, (output, message["data"], truncated)
     error = message.get("error")
-    if keys != _ERROR_KEYS or type(error) is not dict or error.keys() != {"type", "message"}:
+    if keys != _ERROR_KEYS or type(error) is not dict or error.keys() not in _RAISED_KEYS:
         raise ProtocolError("sent a malformed answer")
+    return "error", cid, _raised(error)
+
+
+def _raised(error: dict[str, Any]) -> tuple[str, str, tuple[Frame, ...], int]:
+    """An error's type, message (controls escaped), frames and frames left out, checked."""
     kind, text = error["type"], error["message"]
     if type(kind) is not str or not kind.isidentifier() or len(kind) > 100:
         raise ProtocolError("sent an error whose type is not a class name")
     if type(text) is not str or len(text) > MAX_ERROR:
         raise ProtocolError(f"sent an error message over {MAX_ERROR} characters")
-    return "error", cid, (kind, text)
+    omitted = error.get("omitted", 0)
+    if type(omitted) is not int or not 0 <= omitted <= 10_000_000:
+        raise ProtocolError("sent a traceback whose count of frames left out is not a count")
+    try:
+        frames = _FRAMES.validate_python(error.get("frames", []), strict=True)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(map(str, first["loc"])) or "the frames"
+        raise ProtocolError(f"sent a malformed traceback ({where}: {first['msg']})") from None
+    return kind, inert(text), tuple(frames), omitted
 
 
 def _finite(data: Any) -> bool:

@@ -34,14 +34,28 @@ from typing import Any
 from loguru import logger
 
 from agenthost._authoring.context import current_context
+from agenthost._calls.boundary import Relayed
 from agenthost._calls.results import Prerendered
 from agenthost._directory.scan import Source
 from agenthost._isolation.options import WorkerOptions, WorkerState
 from agenthost._isolation.processes import SPARES, Launch, Process, hang_up, shut
-from agenthost._isolation.protocol import STREAM_WINDOW, Hello, ProtocolError, answer, hello, read
+from agenthost._isolation.protocol import (
+    STREAM_WINDOW,
+    Frame,
+    Hello,
+    ProtocolError,
+    answer,
+    hello,
+    read,
+)
 
 __all__ = ["RemoteError", "Supervisor", "WorkerGone"]
 
+_RETIRED = (
+    "the plugin version was unloaded (replaced or stopped) before the call reached its "
+    "worker; a new call reaches the current version, if there is one"
+)
+_REPEATS_SHOWN = 3  # of a frame that repeats (a recursion), as Python shows it
 _RESTART_WINDOW = 60.0  # seconds in which crashes are counted
 _SEND_TIMEOUT = 2.0  # seconds a send may wait for a worker that does not read its channel
 _BACKLOG_LIMIT = 4 * 2**20  # bytes waiting for a worker that reads, but too slowly
@@ -55,17 +69,51 @@ _SIGNALS = {
 }
 
 
-class RemoteError(Exception):
-    """An exception a tool raised inside its worker; named after the original type."""
+class RemoteError(Relayed):
+    """An exception a tool raised inside its worker: ``Type: message``, and its frames."""
 
 
-@functools.lru_cache(maxsize=256)
-def _remote_error(name: str) -> type[RemoteError]:
-    return type(name, (RemoteError,), {"__module__": "agenthost.worker"})
+def _remote_error(kind: str, text: str, frames: tuple[Frame, ...], omitted: int) -> RemoteError:
+    """The worker's account of what its tool raised, told as the in-process path tells it
+    (a limit the worker reached is a sentence of its own, with no frames)."""
+    message = f"{kind}: {text}" if text else kind
+    if not frames:
+        return RemoteError(message, kind)
+    shown = _shown(frames[:1])
+    if omitted:
+        shown.append(f"  ... {omitted} frames left out ...\n")
+    shown += _shown(frames[1:])
+    last = message.replace("\n", "\n  ")  # a line of the message starts no line of the host's
+    trace = "".join(["Traceback (most recent call last):\n", *shown, last])
+    return RemoteError(message, kind, trace)
 
 
-class WorkerGone(Exception):
-    """The worker ended (or was stopped) while the call ran."""
+def _shown(frames: tuple[Frame, ...]) -> list[str]:
+    """The frames as Python shows them, a recursion's repeats counted: only from what the
+    worker sent (``traceback``'s own formatter would read source files here, in the host,
+    at the path a worker names)."""
+    shown: list[str] = []
+    previous, count = None, 0
+    for frame in frames:
+        where = (frame.file, frame.line, frame.function)
+        if where != previous:
+            shown += _repeated(count)
+            previous, count = where, 0
+        count += 1
+        if count <= _REPEATS_SHOWN:
+            source = f"    {frame.source}\n" if frame.source else ""
+            shown.append(f'  File "{frame.file}", line {frame.line}, in {frame.function}\n{source}')
+    return shown + _repeated(count)
+
+
+def _repeated(count: int) -> list[str]:
+    more = count - _REPEATS_SHOWN
+    return [f"  [Previous line repeated {more} more time{'s' if more > 1 else ''}]\n"] * (more > 0)
+
+
+class WorkerGone(Relayed):
+    """The worker ended (or was stopped, quarantined, retired) before the call's answer:
+    a sentence saying what happened and what comes next, and no traceback."""
 
 
 class _Run:
@@ -359,9 +407,17 @@ class Supervisor:
         elif current and not closed and not run.stopping:
             self._crashed(reason)
         run.mark_loaded()
-        tail = "save the plugin to retry" if run.broken else "it is restarted for the next call"
         for call in pending.values():
-            call.finish(("gone", f"the worker process {reason}; {tail}"))
+            call.finish(("gone", self._gone(reason, run)))
+
+    def _gone(self, reason: str, run: _Run) -> str:
+        """What a call whose worker ended is told: what happened, and what comes next."""
+        if run.broken:
+            return f"the plugin's worker process {reason}; save the plugin to retry"
+        if self.status.state == "quarantined" and not run.stopping:
+            return (f"the plugin's worker process {reason}, {len(self.status.crashes)} times "
+                    "within a minute, and is quarantined; save the plugin to retry")  # fmt: skip
+        return f"the plugin's worker process {reason}; it is restarted for the next call"
 
     def _crashed(self, reason: str) -> None:
         status = self.status
@@ -371,8 +427,8 @@ class Supervisor:
         if len(status.crashes) >= self.options.max_crashes:
             status.state = "quarantined"
             logger.error(
-                "worker of {} quarantined: it {} ({} times within a minute); "
-                "save the plugin again to retry",
+                "worker of {} quarantined: it {}, {} times within a minute; "
+                "save the plugin to retry",
                 self.source.key, reason, len(status.crashes),
             )  # fmt: skip
             if self._on_change is not None:
@@ -405,7 +461,10 @@ class Supervisor:
             run.send(message)
         except OSError:
             run.pending.pop(cid, None)
-            raise WorkerGone("the worker process ended before the call reached it") from None
+            raise WorkerGone(
+                "the plugin's worker process ended before the call reached it; "
+                "it is restarted for the next call"
+            ) from None
         try:
             kind, payload = await pending.future
         except asyncio.CancelledError:  # the caller's timeout: stop the tool for real
@@ -420,7 +479,7 @@ class Supervisor:
         if kind == "gone":
             raise WorkerGone(payload)
         if kind == "error":
-            raise _remote_error(payload[0])(payload[1])
+            raise _remote_error(*payload[:4])
         return Prerendered(*payload)
 
     async def _ready(self, loop: asyncio.AbstractEventLoop) -> _Run:
@@ -435,7 +494,7 @@ class Supervisor:
                 await asyncio.sleep(min(0.05 * 2 ** (crashes - 1), 2.0))
             with self._lock:
                 if self._closed:
-                    raise WorkerGone("the plugin version was retired")
+                    raise WorkerGone(_RETIRED)
                 self._refuse_if_stopped_for_good()
                 run = self._run
                 if run is None:
@@ -450,21 +509,28 @@ class Supervisor:
                     run.process.kill()
                     shut(run.conn)
         if run.stopping:  # stopped for another call's sake before this one reached it
-            raise WorkerGone(f"the worker was stopped before the call reached it: {run.stopping}")
+            raise WorkerGone(
+                f"the plugin's worker was stopped ({run.stopping}) before the call reached it; "
+                "it is restarted for the next call"
+            )
         if not run.ready or self._run is not run:
-            raise WorkerGone("the restarted worker did not load the plugin again")
+            raise WorkerGone(
+                "the plugin's restarted worker did not load the plugin again; "
+                "the next call starts another"
+            )
         return run
 
     def _refuse_if_stopped_for_good(self) -> None:
         status = self.status
         if status.state == "quarantined":
             raise WorkerGone(
-                f"the plugin's worker is quarantined: it {status.last_exit} "
-                f"{self.options.max_crashes} times within a minute; save the plugin to retry"
+                f"the plugin's worker is quarantined: it {status.last_exit}, "
+                f"{len(status.crashes)} times within a minute; save the plugin to retry"
             )
         if status.state == "failed":
             raise WorkerGone(
-                f"the plugin's worker was stopped: it {status.last_exit}; save the plugin to retry"
+                f"the plugin's worker was stopped because it {status.last_exit}; "
+                "save the plugin to retry"
             )
 
 

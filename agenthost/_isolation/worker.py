@@ -22,6 +22,7 @@ import resource
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import Any
 
 from agenthost._authoring.context import ToolContext, _current
 from agenthost._authoring.definition import ToolDefinition
-from agenthost._calls.boundary import adrain, drain
+from agenthost._calls.boundary import adrain, drain, tool_frames
 from agenthost._calls.results import render
 from agenthost._common.masking import jsonable
 from agenthost._common.text import clip, exception_text, type_name
@@ -37,7 +38,7 @@ from agenthost._directory.loader import load_source
 from agenthost._directory.scan import Source
 from agenthost._directory.version import LoadFailure, PluginVersion
 from agenthost._errors import InvalidArgumentsError
-from agenthost._isolation.protocol import MAX_ERROR, STREAM_WINDOW
+from agenthost._isolation.protocol import MAX_ERROR, MAX_FRAMES, STREAM_WINDOW
 
 __all__ = ["boot", "main"]
 
@@ -266,18 +267,20 @@ def _call(
         output, data, truncated = render(value, config["max_result"])
         send({"done": cid, "output": output, "data": data, "truncated": truncated})
     except BaseException as exc:  # noqa: BLE001 - the worker's boundary of tool code
-        send({"done": cid, "error": _error(exc, message, config)})
+        send({"done": cid, "error": _error(exc, config)})
     finally:
         streams.end(cid)
 
 
-def _error(exc: BaseException, message: dict[str, Any], config: dict[str, Any]) -> dict[str, str]:
-    """The error of a call, for the host: the exception's type and a bounded message."""
+def _error(exc: BaseException, config: dict[str, Any]) -> dict[str, Any]:
+    """The error of a call, for the host: the exception's type, a bounded message and the
+    tool's own frames (the host logs them; nothing is printed here, where no secret is
+    masked). A limit reached is told in one sentence naming it, with no frames."""
     if isinstance(exc, InvalidArgumentsError):
         return {"type": "InvalidArgumentsError", "message": clip(str(exc), MAX_ERROR)}
     if isinstance(exc, MemoryError):
         limit = f"the worker's memory limit ({config['memory_mb']} MB, WorkerOptions.memory_mb)"
-        return {"type": "MemoryError", "message": f"{limit} was reached"}
+        return {"type": "MemoryError", "message": f"{limit} was reached; ask for less"}
     text = clip(_message(exc), MAX_ERROR)
     if isinstance(exc, OSError) and exc.errno == errno.EMFILE:
         files = config["limits"].get("RLIMIT_NOFILE")
@@ -285,11 +288,33 @@ def _error(exc: BaseException, message: dict[str, Any], config: dict[str, Any]) 
     elif isinstance(exc, OSError) and exc.errno == errno.EFBIG:
         size = config["limits"].get("RLIMIT_FSIZE", 0) // 2**20
         text = f"the worker's file size limit ({size} MB, WorkerOptions.file_size_mb) was reached"
-    if not isinstance(exc, OSError):
-        shown = clip(exception_text(exc), 500)
-        print(f"tool {str(message.get('tool'))[:100]!r} raised {shown}", file=sys.stderr)
     name = type_name(exc)
-    return {"type": name if name.isidentifier() else "Exception", "message": text}
+    return {"type": name if name.isidentifier() else "Exception", "message": text,
+            **_frames(exc)}  # fmt: skip
+
+
+def _frames(exc: BaseException) -> dict[str, Any]:
+    """The tool's frames of ``exc``'s traceback, innermost last: past ``MAX_FRAMES`` (a
+    recursion), the first and the innermost, those between counted; none if the tool
+    has none (it failed in the worker's own code)."""
+    try:
+        stack = traceback.extract_tb(tool_frames(exc.__traceback__))
+    except Exception:  # noqa: BLE001 - a traceback that cannot be read is left out
+        return {}
+    if not stack:
+        return {}
+    omitted = max(0, len(stack) - MAX_FRAMES)
+    frames = [
+        {"file": _tail(f.filename, 1024), "line": f.lineno, "function": clip(f.name, 200),
+         "source": clip((f.line or "").strip(), 500)}
+        for f in (stack[:1] + stack[1 + omitted :])
+    ]  # fmt: skip
+    return {"frames": frames, "omitted": omitted}
+
+
+def _tail(path: str, limit: int) -> str:
+    """A long path cut at its start: its end names the file."""
+    return path if len(path) <= limit else "..." + path[len(path) - limit + 3 :]
 
 
 def _message(exc: BaseException) -> str:
