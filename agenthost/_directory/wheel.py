@@ -40,10 +40,10 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "Wheel",
     "WheelError",
-    "distribution_name",
-    "plugin_name",
     "open_wheel",
+    "plugin_name",
     "prune_cache",
+    "wheel_plugin_name",
 ]
 
 
@@ -106,7 +106,7 @@ def open_wheel(data: bytes, cache_dir: Path) -> Wheel:
     )
 
 
-def distribution_name(data: bytes) -> str:
+def wheel_plugin_name(data: bytes) -> str:
     """The name a wheel's plugin has, once the archive is verified, known without
     extracting or importing anything (see :func:`plugin_name`)."""
     files, dist_info = _verified_files(data)

@@ -26,7 +26,7 @@ from agenthost._authoring.definition import NAME_PATTERN, NAME_RULE, ToolDefinit
 from agenthost._common.frozen import freeze, thaw
 from agenthost._directory.scan import Files, Source
 from agenthost._directory.version import LoadFailure, PluginVersion
-from agenthost._directory.wheel import WheelError, distribution_name
+from agenthost._directory.wheel import WheelError, wheel_plugin_name
 from agenthost._errors import DefinitionProblem, SandboxWarning, ToolDefinitionError
 from agenthost._isolation import syscalls
 from agenthost._isolation.options import Sandbox, WorkerOptions
@@ -169,7 +169,7 @@ def _outside(source: Source, files: Mapping[Path, bytes]) -> str | None:
 def _plugin_name(source: Source, files: Mapping[Path, bytes]) -> str:
     """The name the worker must give: the entry's own, or the wheel's metadata's."""
     if source.kind == "wheel":
-        return distribution_name(files[source.path])
+        return wheel_plugin_name(files[source.path])
     return source.path.stem if source.kind == "module" else source.path.name
 
 
