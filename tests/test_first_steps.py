@@ -327,3 +327,16 @@ def test_an_import_that_hangs_in_a_worker_fails_within_the_import_timeout(
     shown = capsys.readouterr().out
     assert "process (no worker: the load failed)" in shown
     assert "error: the plugin's import did not finish within 1 s" in shown
+
+
+def test_tracing_without_opentelemetry_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delitem(sys.modules, "agenthost.otel", raising=False)
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)  # as if not installed
+    with pytest.raises(ImportError) as raised:
+        import agenthost.otel  # noqa: F401
+    checkout = Path(__file__).resolve().parent.parent
+    assert str(raised.value) == (
+        f"agenthost.otel needs OpenTelemetry: {sys.executable} -m pip install -e '{checkout}[otel]'"
+    )
