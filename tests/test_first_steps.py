@@ -100,7 +100,7 @@ def test_serve_says_which_tools_each_caller_cannot_see_and_the_grant_that_shows_
         wait_for(lambda: "hidden from" in served.output(), what="the hidden tools to be named")
         assert (
             "    hidden from session 'alice': erase (needs fs.write); add [\"fs.write\"] to the "
-            f"grants of session 'alice' in {tokens} (or serve with --grant fs.write for every "
+            f"grants of session 'alice' in {tokens} (or add --grant fs.write for every "
             "caller)\n"
         ) in served.output()
         assert "session 'bob'" not in served.output()  # "*": it sees everything
@@ -118,7 +118,7 @@ def test_serve_over_stdio_says_what_every_caller_cannot_see(tmp_path: Path) -> N
     try:
         wait_for(lambda: "hidden from" in log.read_text(), LIVENESS, what="the hidden tools")
         assert (
-            "    hidden from every caller: fetch (needs http.get); serve with --grant http.get\n"
+            "    hidden from every caller: fetch (needs http.get); add --grant http.get\n"
         ) in log.read_text()
     finally:
         assert process.stdin is not None

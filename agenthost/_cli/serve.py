@@ -193,7 +193,7 @@ def _everyone() -> Audience:
     """Callers without a token: they hold what ``--grant`` gives."""
     from agenthost._serve.server import SESSION
 
-    return Audience("every caller", SESSION, lambda needed: f"serve with {grant_flags(needed)}")
+    return Audience("every caller", SESSION, lambda needed: f"add {grant_flags(needed)}")
 
 
 def _audiences(path: Path | None, tokens: Mapping[str, Caller] | None) -> list[Audience]:
@@ -205,7 +205,7 @@ def _audiences(path: Path | None, tokens: Mapping[str, Caller] | None) -> list[A
     def fix(session: str) -> Callable[[Sequence[str]], str]:
         return lambda needed: (
             f"add {json.dumps(list(needed))} to the grants of session {session!r} in {path} "
-            f"(or serve with {grant_flags(needed)} for every caller)"
+            f"(or add {grant_flags(needed)} for every caller)"
         )
 
     return [Audience(f"session {session!r}", session, fix(session)) for session in sessions]
