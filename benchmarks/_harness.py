@@ -1,8 +1,15 @@
-"""Timing helpers: calibrated repeats, median and spread, a machine line, a table."""
+"""Timing helpers: calibrated repeats, median and spread, a machine line, a table.
+
+A smoke run (``python -m benchmarks --smoke``) goes through every benchmark's
+code with a few iterations, so that ``make test`` notices a benchmark that no
+longer runs; its figures say nothing about speed.
+"""
 
 from __future__ import annotations
 
 import gc
+import importlib
+import importlib.util
 import os
 import platform
 import statistics
@@ -10,7 +17,25 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+_smoke = False  # set once per interpreter by `python -m benchmarks --smoke`
+
+
+def start_smoke_run() -> None:
+    """From now on, every measurement takes a few iterations instead of a calibrated many."""
+    global _smoke
+    _smoke = True
+
+
+def smoke() -> bool:
+    return _smoke
+
+
+def scaled(full: T, few: T) -> T:
+    """``full`` in a real run, ``few`` in a smoke run: sizes, counts and durations."""
+    return few if smoke() else full
 
 
 @dataclass(frozen=True)
@@ -39,6 +64,7 @@ class Stats:
 
 def measure(fn: Callable[[], Any], *, repeat: int = 15, budget: float = 0.6) -> Stats:
     """Time ``fn`` per call: ``repeat`` rounds, each long enough to be above timer noise."""
+    repeat, budget = scaled((repeat, budget), (min(repeat, 3), 0.0))
     fn()  # warm up caches and lazy imports
     number = 1
     while True:
@@ -73,6 +99,7 @@ def measure_async(make: Callable[[], Any], *, repeat: int = 15, budget: float = 
 
 async def ameasure(make: Callable[[], Any], *, repeat: int = 15, budget: float = 0.6) -> Stats:
     """:func:`measure_async` inside a loop that is already running (clients connected in it)."""
+    repeat, budget = scaled((repeat, budget), (min(repeat, 3), 0.0))
     await make()
     number = 1
     while True:
@@ -93,6 +120,7 @@ async def ameasure(make: Callable[[], Any], *, repeat: int = 15, budget: float =
 
 def measure_once(fn: Callable[[], Any], *, repeat: int = 7) -> Stats:
     """Time a call that is too slow or has side effects to be looped: one call per sample."""
+    repeat = scaled(repeat, min(repeat, 3))
     samples = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -138,12 +166,45 @@ def table(title: str, rows: list[tuple[str, Stats | None]], baseline: str | None
         )
 
 
-def optional(fn: Callable[[], Stats]) -> Stats | None:
-    """Run a peer's benchmark if the peer is installed (the ``bench`` extra)."""
+def optional(fn: Callable[[], T]) -> T | None:
+    """Run a peer's benchmark if the peer is installed (the ``bench`` extra); None if not.
+
+    Only a missing package counts as not installed: an installed peer whose API
+    moved fails the run, or its row would quietly read "not installed" for ever.
+    """
     try:
         return fn()
-    except ImportError:
+    except ImportError as exc:
+        if installed((exc.name or "").partition(".")[0]):
+            raise
         return None
+
+
+def installed(package: str) -> bool:
+    """Whether ``package`` can be imported here."""
+    try:
+        return bool(package) and importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def rss_bytes(pid: int | None = None) -> int:
+    """Resident memory of a process (this one by default), with psutil or from /proc."""
+    if installed("psutil"):
+        psutil = importlib.import_module("psutil")
+        return int(psutil.Process(pid).memory_info().rss)
+    with open(f"/proc/{pid or 'self'}/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a process has used, with psutil or from /proc."""
+    if installed("psutil"):
+        times = importlib.import_module("psutil").Process(pid).cpu_times()
+        return float(times.user + times.system)
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def calls_per_second(call: Callable[[], Any], threads: int = 8, seconds: float = 2.0) -> float:

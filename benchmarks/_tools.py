@@ -1,6 +1,7 @@
 """Representative tool functions shared by the benchmarks (no future import: peers see real types)."""
 
-from typing import Annotated, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -47,7 +48,7 @@ def create_order(
     return {"status": "created"}
 
 
-TOOLS = {
+TOOLS: dict[str, Callable[..., Any]] = {
     "add (2 params)": add,
     "get_weather (3 params)": get_weather,
     "create_order (10, nested)": create_order,

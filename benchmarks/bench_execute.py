@@ -16,6 +16,7 @@ from benchmarks._harness import (
     measure,
     measure_async,
     optional,
+    scaled,
     table,
 )
 
@@ -121,12 +122,7 @@ def overhead() -> None:
         args = adapter.validate_json(ARGS)
         return await add_async(args.a, args.b)
 
-    peers: dict[str, tuple[Stats, Stats] | None] = {
-        "LangChain StructuredTool": optional(_langchain),  # type: ignore[arg-type]
-        "MCP SDK call_tool": optional(_mcp),  # type: ignore[arg-type]
-        "OpenAI Agents ToolContext + on_invoke_tool": optional(_openai_agents),  # type: ignore[arg-type]
-        "pydantic-ai ToolManager.handle_call": optional(_pydantic_ai),  # type: ignore[arg-type]
-    }
+    peers = _peer_rows()  # measured first, as they always were
     rows: list[tuple[str, Stats | None]] = [
         ("direct call", measure(lambda: add(1, 2))),
         ("json.loads + call", measure(loads_call)),
@@ -154,22 +150,34 @@ def overhead() -> None:
             measure(lambda: host.execute("add_async", ARGS)),
         ),
     ]
-    for name, pair in peers.items():
-        rows.append((f"{name}, sync tool", pair[0] if pair else None))
-        rows.append((f"{name}, async tool", pair[1] if pair else None))
     table(
         "per-call overhead, trivial 2-argument tool from a JSON string",
-        rows,
+        rows + peers,
         baseline="pydantic validate_json + call",
     )
     host.stop()
+
+
+def _peer_rows() -> list[tuple[str, Stats | None]]:
+    """Each peer's rows for a sync and an async tool (None where it is not installed)."""
+    peers: dict[str, tuple[Stats, Stats] | None] = {
+        "LangChain StructuredTool": optional(_langchain),
+        "MCP SDK call_tool": optional(_mcp),
+        "OpenAI Agents ToolContext + on_invoke_tool": optional(_openai_agents),
+        "pydantic-ai ToolManager.handle_call": optional(_pydantic_ai),
+    }
+    rows: list[tuple[str, Stats | None]] = []
+    for name, pair in peers.items():
+        rows.append((f"{name}, sync tool", pair[0] if pair else None))
+        rows.append((f"{name}, async tool", pair[1] if pair else None))
+    return rows
 
 
 def throughput(threads: int = 8, seconds: float = 2.0) -> None:
     host = _host()
     print(f"\n## calls per second with {threads} threads ({seconds:g} s each)")
     for label, name in (("inline", "add"), ("worker", "add_worker")):
-        rate = calls_per_second(lambda name=name: host.execute(name, ARGS), threads, seconds)
+        rate = calls_per_second(lambda name=name: host.execute(name, ARGS), threads, seconds)  # type: ignore[misc]
         print(f"   {label}: {rate:,.0f} calls/s")
     host.stop()
 
@@ -207,5 +215,5 @@ def interceptors() -> None:
 
 def main() -> None:
     overhead()
-    throughput()
+    throughput(seconds=scaled(2.0, 0.1))
     interceptors()

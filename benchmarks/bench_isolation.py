@@ -10,10 +10,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
+from typing import Literal
 
 from agenthost import PluginHost
-from benchmarks._harness import Stats, calls_per_second, measure, table
+from benchmarks._harness import Stats, calls_per_second, measure, scaled, table
 
 PLUGIN = """
 import time
@@ -44,7 +46,7 @@ def _hosts(directory: Path) -> tuple[PluginHost, PluginHost, PluginHost]:
 
 def _per_call(near: PluginHost, far: PluginHost, plain: PluginHost) -> None:
     arguments = '{"a": 1, "b": 2}'
-    rows = [
+    rows: list[tuple[str, Stats | None]] = [
         ("in-process, inline (no timeout)", measure(lambda: near.execute("add", arguments))),
         ("in-process, worker thread (timeout)",
          measure(lambda: near.execute("add", arguments, timeout=10))),
@@ -59,24 +61,31 @@ def _per_call(near: PluginHost, far: PluginHost, plain: PluginHost) -> None:
 
 
 def _starts(directory: Path) -> None:
+    restarts = scaled(30, 1)
     cold = []
-    for _ in range(5):
+    for _ in range(scaled(5, 1)):
         started = time.perf_counter()
         subprocess.run([sys.executable, "-c", "import agenthost._isolation.worker"], check=True)
         cold.append(time.perf_counter() - started)
-    rows = [("fresh interpreter importing agenthost (cold)", Stats(cold))]
-    for label, sandbox in (("sandboxed", "auto"), ("no sandbox", "off")):
+    rows: list[tuple[str, Stats | None]] = [
+        ("fresh interpreter importing agenthost (cold)", Stats(cold))
+    ]
+    sandboxes: list[tuple[str, Literal["auto", "off"]]] = [
+        ("sandboxed", "auto"),
+        ("no sandbox", "off"),
+    ]
+    for label, sandbox in sandboxes:
         warm = []
         with PluginHost(directory, installed=False, isolation="process", sandbox=sandbox,
-                        cache_dir=directory / "cache") as host:  # type: ignore[arg-type]  # fmt: skip
+                        cache_dir=directory / "cache") as host:  # fmt: skip
             [plugin] = host.plugins()
-            for _ in range(30):
+            for _ in range(restarts):
                 host.execute("nap", {"seconds": 5}, timeout=0.05)  # kills the worker
                 time.sleep(0.3)  # let the spare pool refill, as it would between crashes
                 started = time.perf_counter()
                 host.execute("add", {"a": 1, "b": 2})  # starts, loads and calls a fresh worker
                 warm.append(time.perf_counter() - started)
-            assert plugin.worker.restarts >= 30
+            assert plugin.worker.restarts >= restarts
         rows.append((f"from the pool, {label}: load plugin + first call", Stats(warm)))
     table("worker start", rows)
 
@@ -85,7 +94,7 @@ def _timeouts(far: PluginHost) -> None:
     freed, gone = [], []
     [plugin] = far.plugins()
     limit = 0.1
-    for _ in range(20):
+    for _ in range(scaled(20, 3)):
         far.execute("add", {"a": 1, "b": 2})  # a running worker
         pid = plugin.worker.pid
         started = time.perf_counter()
@@ -111,17 +120,15 @@ def _alive(pid: int) -> bool:
 
 
 def _throughput(near: PluginHost, far: PluginHost, plain: PluginHost) -> None:
-    print("\n## calls per second with 8 threads (2 s each)")
+    seconds = scaled(2.0, 0.1)
+    print(f"\n## calls per second with 8 threads ({seconds:g} s each)")
     for label, host, timeout in [
         ("in-process, worker thread", near, 10.0),
         ("process, sandboxed", far, None),
         ("process, no sandbox", plain, None),
     ]:
-        rate = calls_per_second(
-            lambda host=host, timeout=timeout: host.execute(
-                "add", '{"a": 1, "b": 2}', timeout=timeout
-            )
-        )
+        call = partial(host.execute, "add", '{"a": 1, "b": 2}', timeout=timeout)
+        rate = calls_per_second(call, seconds=seconds)
         print(f"   {label}: {rate:,.0f} calls/s")
 
 

@@ -4,17 +4,18 @@
 - a plugin file saved to the client holding the new tool list (agenthost), next
   to what FastMCP's ``FileSystemProvider(reload=True)`` pays on every ``tools/list``
   with 10, 100 and 1,000 plugin files (and what agenthost's ``tools/list`` costs);
-- calls per second over HTTP with 16 concurrent clients.
+- calls per second over HTTP with 16 concurrent clients, on the server the HTTP
+  round trips were just measured on.
 
 Every server is a subprocess; the client is the official ``mcp`` client in the
-session-based mode all three servers speak, with its response cache off.
+session-based mode all three servers speak, with its response cache off. A
+smoke run starts agenthost's servers only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import os
 import socket
 import statistics
@@ -24,10 +25,20 @@ import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks._harness import Stats, ameasure, format_time, table
+from benchmarks._harness import (
+    Stats,
+    ameasure,
+    cpu_seconds,
+    format_time,
+    installed,
+    scaled,
+    smoke,
+    table,
+)
 
 ADD = '''
 {decorator}
@@ -112,8 +123,7 @@ def _servers(scratch: Path) -> dict[str, Any]:
         ]
     }
     for name, body in PEERS.items():
-        if importlib.util.find_spec(NEEDS[name]) is None:
-            print(f"{name} is not installed (pip install -e '.[bench]'): left out")
+        if not _peer_runs(name, NEEDS[name]):
             continue
         script = scratch / f"{name.split()[0].lower()}_server.py"
         script.write_text(ADD.format(decorator="") + body)
@@ -121,6 +131,18 @@ def _servers(scratch: Path) -> dict[str, Any]:
             script, transport, str(port)
         )
     return commands
+
+
+def _peer_runs(peer: str, package: str) -> bool:
+    """Whether to start a peer's servers: if it is installed, and not in a smoke run (which
+    checks agenthost's side, and where each server start would cost a second or two)."""
+    if not installed(package):
+        print(f"{peer} is not installed (pip install -e '.[bench]'): left out")
+        return False
+    if smoke():
+        print(f"{peer}: left out of a smoke run")
+        return False
+    return True
 
 
 def _client(target: Any, **options: Any) -> Any:
@@ -169,17 +191,26 @@ def _round_trip(target: Any) -> Stats:
     return asyncio.run(run())
 
 
-def round_trips(servers: dict[str, Any]) -> None:
-    for transport in ("stdio", "http"):
-        rows: list[tuple[str, Stats | None]] = []
+def over_stdio(servers: dict[str, Any]) -> None:
+    rows: list[tuple[str, Stats | None]] = [
+        (name, _round_trip(command("stdio", 0))) for name, command in servers.items()
+    ]
+    table("tools/call round trip, trivial tool, stdio", rows, baseline="agenthost")
+
+
+def over_http(servers: dict[str, Any], load: Load) -> list[str]:
+    """Round trips, then calls per second, on one HTTP server of each kind; the second's lines."""
+    rows: list[tuple[str, Stats | None]] = []
+    rates = []
+    with ProcessPoolExecutor(load.processes) as pool:
+        list(pool.map(_warm, range(load.processes)))  # the clients' imports are done
         for name, command in servers.items():
-            if transport == "stdio":
-                rows.append((name, _round_trip(command("stdio", 0))))
-            else:
-                port = _free_port()
-                with _http(command("http", port), port) as (url, _):
-                    rows.append((name, _round_trip(url)))
-        table(f"tools/call round trip, trivial tool, {transport}", rows, baseline="agenthost")
+            port = _free_port()
+            with _http(command("http", port), port) as (url, pid):
+                rows.append((name, _round_trip(url)))
+                rates.append(_throughput(name, url, pid, load, pool))
+    table("tools/call round trip, trivial tool, http", rows, baseline="agenthost")
+    return rates
 
 
 def notification_latency(scratch: Path, edits: int = 30) -> None:
@@ -220,11 +251,12 @@ def notification_latency(scratch: Path, edits: int = 30) -> None:
     )
 
 
-def listing_cost(scratch: Path) -> None:
+def listing_cost(scratch: Path, counts: tuple[int, ...] = (10, 100, 1000)) -> None:
     rows: list[tuple[str, Stats | None]] = []
     fastmcp_script = scratch / "filesystem_server.py"
     fastmcp_script.write_text(FILESYSTEM)
-    for count in (10, 100, 1000):
+    fastmcp = _peer_runs("FastMCP FileSystemProvider", "fastmcp")
+    for count in counts:
         ours, theirs = scratch / f"ours{count}", scratch / f"theirs{count}"
         ours.mkdir()
         theirs.mkdir()
@@ -235,10 +267,9 @@ def listing_cost(scratch: Path) -> None:
             (f"agenthost, {count} files", _listing([*AGENTHOST, str(ours)], count, repeat=9))
         )
         rows.append((f"  of which agenthost's own handler, {count} files", _handler(ours, count)))
-        theirs_stats = None
-        if importlib.util.find_spec("fastmcp") is not None:
+        if fastmcp:
             theirs_stats = _listing(_python(fastmcp_script, str(theirs)), count, repeat=5)
-        rows.append((f"FastMCP FileSystemProvider(reload=True), {count} files", theirs_stats))
+            rows.append((f"FastMCP FileSystemProvider(reload=True), {count} files", theirs_stats))
     table("tools/list round trip by number of plugin files (one tool each), stdio", rows)
 
 
@@ -272,45 +303,54 @@ def _listing(command: list[str], count: int, repeat: int) -> Stats:
     return asyncio.run(run())
 
 
-def throughput(servers: dict[str, Any], processes: int = 4, per: int = 4) -> None:
+@dataclass(frozen=True)
+class Load:
     """Calls per second over HTTP: ``processes`` x ``per`` clients calling in a loop at once.
 
     One client process saturates long before a server does, so the clients are
     spread over processes; on a small machine they still share its cores with the
-    server, so the server's own CPU time per call is shown too.
+    server, so the server's own CPU time per call is shown too. Each of the
+    ``rounds`` starts ``lead`` seconds after it is set, every client connected.
     """
-    import psutil
 
-    seconds = 3.0
-    print(f"\n## calls per second over HTTP, {processes * per} concurrent clients ", end="")
-    print(f"in {processes} processes, {seconds:g} s x 3")
-    print(f"{'':44} {'median':>14} {'min..max':>17} {'server CPU per call':>20}")
-    for name, command in servers.items():
-        port = _free_port()
-        rates, costs = [], []
-        with (
-            _http(command("http", port), port) as (url, pid),
-            ProcessPoolExecutor(processes) as pool,
-        ):
-            server = psutil.Process(pid)
-            list(pool.map(_warm, range(processes)))  # the client processes have imported mcp
-            for _ in range(3):
-                start_at = time.time() + 2.0  # every process connected before the clock starts
-                before = sum(server.cpu_times()[:2])
-                jobs = [
-                    pool.submit(_hammer_process, url, per, start_at, seconds)
-                    for _ in range(processes)
-                ]
-                calls = sum(job.result() for job in jobs)
-                costs.append((sum(server.cpu_times()[:2]) - before) / calls)
-                rates.append(calls / seconds)
+    processes: int = 4
+    per: int = 4
+    rounds: int = 3
+    seconds: float = 3.0
+    lead: float = 2.0
+
+    def report(self, lines: list[str]) -> None:
         print(
-            f"{name:44} {statistics.median(rates):>8,.0f} calls/s {min(rates):>8,.0f}..{max(rates):,.0f}"
-            f" {format_time(statistics.median(costs)):>14}"
+            f"\n## calls per second over HTTP, {self.processes * self.per} concurrent clients ",
+            end="",
         )
+        print(f"in {self.processes} processes, {self.seconds:g} s x {self.rounds}")
+        print(f"{'':44} {'median':>14} {'min..max':>17} {'server CPU per call':>20}")
+        for line in lines:
+            print(line)
+
+
+def _throughput(name: str, url: str, pid: int, load: Load, pool: ProcessPoolExecutor) -> str:
+    """The line for one server: calls per second, their spread, its CPU time per call."""
+    rates, costs = [], []
+    for _ in range(load.rounds):
+        start_at = time.time() + load.lead  # every process connected before the clock starts
+        before = cpu_seconds(pid)
+        jobs = [
+            pool.submit(_hammer_process, url, load.per, start_at, load.seconds)
+            for _ in range(load.processes)
+        ]
+        calls = sum(job.result() for job in jobs)
+        costs.append((cpu_seconds(pid) - before) / calls)
+        rates.append(calls / load.seconds)
+    return (
+        f"{name:44} {statistics.median(rates):>8,.0f} calls/s {min(rates):>8,.0f}..{max(rates):,.0f}"
+        f" {format_time(statistics.median(costs)):>14}"
+    )
 
 
 def _warm(_: int) -> None:
+    import jsonschema  # noqa: F401 - what a client's first call imports (validating results)
     import mcp  # noqa: F401
 
 
@@ -326,10 +366,13 @@ def _hammer_process(url: str, clients: int, start_at: float, seconds: float) -> 
 
             async def loop(client: Any) -> None:
                 nonlocal done
-                while time.time() < stop:
+                calls = 0
+                while not calls or time.time() < stop:  # one at least, had it connected late
                     result = await client.call_tool("add", {"a": 1, "b": 2})
-                    assert not result.is_error
-                    done += 1
+                    if result.is_error:
+                        raise RuntimeError(f"a call failed: {result}")
+                    calls += 1
+                done += calls
 
             await asyncio.gather(*(loop(c) for c in connected))
             return done
@@ -340,10 +383,12 @@ def _hammer_process(url: str, clients: int, start_at: float, seconds: float) -> 
 def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         servers = _servers(Path(scratch))
-        round_trips(servers)
-        notification_latency(Path(scratch))
-        listing_cost(Path(scratch))
-        throughput(servers)
+        load = scaled(Load(), Load(processes=1, per=2, rounds=1, seconds=0.2, lead=0.3))
+        over_stdio(servers)
+        rates = over_http(servers, load)
+        notification_latency(Path(scratch), edits=scaled(30, 3))
+        listing_cost(Path(scratch), counts=scaled((10, 100, 1000), (10,)))
+        load.report(rates)
 
 
 if __name__ == "__main__":

@@ -11,34 +11,21 @@ import time
 from pathlib import Path
 
 from agenthost import PluginHost, RegistryChange
-from benchmarks._harness import Stats, format_time, table
+from benchmarks._harness import Stats, format_time, rss_bytes, scaled, table
+from benchmarks._wheels import build_wheel, wheel_name
 
 MODULE = "from agenthost import tool\n\n@tool\ndef probe() -> int:\n    'Probe.'\n    return {n}\n"
 
 
 def _wheel(n: int) -> bytes:
-    import io
-    import zipfile
-
-    buffer = io.BytesIO()
-    info = "probe_wheel-1.0.dist-info"
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("probe_wheel.py", MODULE.format(n=n))
-        archive.writestr(
-            f"{info}/METADATA", "Metadata-Version: 2.1\nName: probe-wheel\nVersion: 1.0\n"
-        )
-        archive.writestr(
-            f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        )
-        archive.writestr(f"{info}/RECORD", "")
-    return buffer.getvalue()
+    return build_wheel("probe-wheel", "1.0", {"probe_wheel.py": MODULE.format(n=n)})
 
 
 def _latencies(kind: str, edits: int) -> list[float]:
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch) / "plugins"
         directory.mkdir()
-        name = "probe.py" if kind == "module" else "probe_wheel-1.0-py3-none-any.whl"
+        name = "probe.py" if kind == "module" else wheel_name("probe-wheel", "1.0")
         target = directory / name
 
         def content(n: int) -> bytes:
@@ -60,13 +47,19 @@ def _latencies(kind: str, edits: int) -> list[float]:
                 if not live.wait(10):
                     raise RuntimeError(f"edit {n} never went live")
                 samples.append(time.perf_counter() - started)
-                info = host.tool("probe")
-                assert info is not None
-                assert info.definition.function is not None
-                assert info.definition.function() == n, "the new version must be the one answering"
+                _check_answers(host, n)
         finally:
             host.stop()
         return samples
+
+
+def _check_answers(host: PluginHost, n: int) -> None:
+    """The change that went live must be edit ``n`` loading, not its refusal."""
+    info = host.tool("probe")
+    function = info.definition.function if info is not None else None
+    if function is None or function() != n:
+        problems = [f"{p.name}: {p.status} {p.error or ''}" for p in host.plugins()]
+        raise RuntimeError(f"edit {n} went live without answering: {'; '.join(problems)}")
 
 
 def reload_latency(edits: int = 200) -> None:
@@ -82,9 +75,6 @@ def reload_latency(edits: int = 200) -> None:
 
 
 def churn(reloads: int = 1000) -> None:
-    import psutil
-
-    process = psutil.Process()
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch) / "plugins"
         directory.mkdir()
@@ -102,13 +92,18 @@ def churn(reloads: int = 1000) -> None:
         for n in range(1, reloads + 1):
             path.write_text(source.format(n=n))
             host.rescan()
-            if n in (100, reloads):
+            if n in (reloads // 10, reloads):
                 gc.collect()
-                rss.append(process.memory_info().rss)
+                rss.append(rss_bytes())
+        made = len(changes)
         host.stop()
+    if made != reloads:
+        raise RuntimeError(f"{reloads} edits made {made} registry changes")
     growth = (rss[1] - rss[0]) / 2**20
     print(f"\n## churn: {reloads} reloads of a plugin with a pydantic model")
-    print(f"   RSS growth from reload 100 to {reloads}: {growth:.2f} MB ({len(changes)} changes)")
+    print(
+        f"   RSS growth from reload {reloads // 10} to {reloads}: {growth:.2f} MB ({made} changes)"
+    )
 
 
 def _save(style: str, path: Path, text: str) -> None:
@@ -172,6 +167,6 @@ def save_bursts(saves: int = 50) -> None:
 
 
 def main() -> None:
-    save_bursts()
-    reload_latency()
-    churn()
+    save_bursts(scaled(50, 3))
+    reload_latency(scaled(200, 3))
+    churn(scaled(1000, 20))

@@ -6,11 +6,20 @@ import asyncio
 import gc
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from agenthost import PluginHost
-from benchmarks._harness import Stats, format_time, measure, table
+from benchmarks._harness import (
+    Stats,
+    format_time,
+    measure,
+    optional,
+    rss_bytes,
+    scaled,
+    table,
+)
 
 PLUGIN = '''
 from typing import Literal
@@ -69,10 +78,8 @@ def p{i}_stats() -> dict[str, int]:
 
 
 def _rss() -> int:
-    import psutil
-
     gc.collect()
-    return int(psutil.Process().memory_info().rss)
+    return rss_bytes()
 
 
 def agenthost_scale(plugins: int) -> None:
@@ -114,36 +121,34 @@ def _functions(count: int) -> list[Any]:
     return [namespace[f"tool_{i}"] for i in range(count)]
 
 
+def _mcp_sdk(functions: list[Any]) -> str:
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("bench")
+    started = time.perf_counter()
+    for fn in functions:
+        server.add_tool(fn)
+    registered = time.perf_counter() - started
+    listing = measure(lambda: asyncio.run(server.list_tools()), repeat=7)
+    return f"register {registered:.2f} s, list_tools {format_time(listing.median)}"
+
+
+def _langchain(functions: list[Any]) -> str:
+    from langchain_core.tools import StructuredTool
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    started = time.perf_counter()
+    tools = [StructuredTool.from_function(fn) for fn in functions]
+    registered = time.perf_counter() - started
+    listing = measure(lambda: [convert_to_openai_tool(t) for t in tools], repeat=5)
+    return f"register {registered:.2f} s, OpenAI listing {format_time(listing.median)}"
+
+
 def peers(count: int = 1000) -> None:
     functions = _functions(count)
     print(f"\n## peers: register and list {count} tools")
-    try:
-        from mcp.server.mcpserver import MCPServer
-
-        server = MCPServer("bench")
-        started = time.perf_counter()
-        for fn in functions:
-            server.add_tool(fn)
-        registered = time.perf_counter() - started
-        listing = measure(lambda: asyncio.run(server.list_tools()), repeat=7)
-        print(
-            f"   MCP SDK MCPServer: register {registered:.2f} s, list_tools {format_time(listing.median)}"
-        )
-    except ImportError:
-        print("   MCP SDK: n/a (not installed)")
-    try:
-        from langchain_core.tools import StructuredTool
-        from langchain_core.utils.function_calling import convert_to_openai_tool
-
-        started = time.perf_counter()
-        tools = [StructuredTool.from_function(fn) for fn in functions]
-        registered = time.perf_counter() - started
-        listing = measure(lambda: [convert_to_openai_tool(t) for t in tools], repeat=5)
-        print(
-            f"   LangChain StructuredTool: register {registered:.2f} s, OpenAI listing {format_time(listing.median)}"
-        )
-    except ImportError:
-        print("   LangChain: n/a (not installed)")
+    for name, run in (("MCP SDK MCPServer", _mcp_sdk), ("LangChain StructuredTool", _langchain)):
+        print(f"   {name}: {optional(partial(run, functions)) or 'n/a (not installed)'}")
     with tempfile.TemporaryDirectory() as scratch:
         host = PluginHost(None, installed=False, cache_dir=scratch).start()
         started = time.perf_counter()
@@ -159,5 +164,5 @@ def peers(count: int = 1000) -> None:
 
 
 def main() -> None:
-    agenthost_scale(1000)
-    peers()
+    agenthost_scale(scaled(1000, 20))
+    peers(scaled(1000, 20))

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from pydantic import TypeAdapter
 
 from agenthost import FORMATS, ToolDefinition, export_tools
-from benchmarks._harness import Stats, measure, measure_once, optional, table
+from benchmarks._harness import Stats, measure, measure_once, optional, scaled, table
 from benchmarks._tools import TOOLS, create_order, get_weather
+
+
+def _adapter_schema(fn: Any) -> dict[str, Any]:
+    return TypeAdapter(fn).json_schema()
 
 
 def _pydantic_ai(fn: Callable[..., Any]) -> Stats:
@@ -40,12 +45,12 @@ def _openai_agents(fn: Callable[..., Any]) -> Stats:
 def schema_generation() -> None:
     for label, fn in TOOLS.items():
         rows = [
-            ("agenthost ToolDefinition.from_function", measure(lambda f=fn: ToolDefinition.from_function(f))),
-            ("pydantic TypeAdapter(fn).json_schema()", measure(lambda f=fn: TypeAdapter(f).json_schema())),
-            ("pydantic-ai Tool(fn)", optional(lambda f=fn: _pydantic_ai(f))),
-            ("MCP SDK Tool.from_function(fn)", optional(lambda f=fn: _mcp_sdk(f))),
-            ("OpenAI Agents function_tool(fn)", optional(lambda f=fn: _openai_agents(f))),
-            ("LangChain StructuredTool + OpenAI format", optional(lambda f=fn: _langchain(f))),
+            ("agenthost ToolDefinition.from_function", measure(partial(ToolDefinition.from_function, fn))),
+            ("pydantic TypeAdapter(fn).json_schema()", measure(partial(_adapter_schema, fn))),
+            ("pydantic-ai Tool(fn)", optional(partial(_pydantic_ai, fn))),
+            ("MCP SDK Tool.from_function(fn)", optional(partial(_mcp_sdk, fn))),
+            ("OpenAI Agents function_tool(fn)", optional(partial(_openai_agents, fn))),
+            ("LangChain StructuredTool + OpenAI format", optional(partial(_langchain, fn))),
         ]  # fmt: skip
         table(
             f"schema generation per tool: {label}",
@@ -54,10 +59,10 @@ def schema_generation() -> None:
         )
 
 
-def exports() -> None:
+def exports(count: int = 1000) -> None:
     definitions = [
         ToolDefinition.from_function(fn, name=f"tool_{i}")
-        for i in range(1000)
+        for i in range(count)
         for fn in [(get_weather, create_order)[i % 2]]
     ]
 
@@ -72,14 +77,14 @@ def exports() -> None:
     rows: list[tuple[str, Stats | None]] = []
     for format in FORMATS:
         rows.append((f"{format}: uncached", measure_once(uncached(format, False))))
-        rows.append((f"{format}: cached", measure(lambda f=format: export_tools(definitions, f))))
+        rows.append((f"{format}: cached", measure(lambda f=format: export_tools(definitions, f))))  # type: ignore[misc]
     rows.append(("openai strict: uncached", measure_once(uncached("openai", True))))
     rows.append(
         ("openai strict: cached", measure(lambda: export_tools(definitions, "openai", strict=True)))
     )
-    table("export 1,000 tools (half 3-parameter, half 10-parameter nested)", rows)
+    table(f"export {count:,} tools (half 3-parameter, half 10-parameter nested)", rows)
 
 
 def main() -> None:
     schema_generation()
-    exports()
+    exports(scaled(1000, 20))

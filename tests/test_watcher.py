@@ -220,6 +220,9 @@ def test_a_wheel_copied_slowly_loads_once_complete(plugin_dir: Path, make_host: 
             time.sleep(0.03)
             assert events.all == [], "loaded before the copy was complete"
     wait_for(lambda: call(host, "packed") == "v2", what="the complete wheel to load")
+    # The event follows the swap that made v2 answer, from the watcher's thread.
+    wait_for(lambda: events.of("reloaded", "packed"), what="the reloaded event")
+    settle(plugin_dir, events)
     assert events.kinds() == ["reloaded"]
 
 
@@ -258,6 +261,7 @@ def test_a_deleted_and_recreated_directory(watched: tuple[PluginHost, Events, Pa
     directory = path.parent
     shutil.rmtree(directory)
     wait_for(lambda: host.tools() == [], what="every tool to unload")
+    wait_for(lambda: events.of("unloaded", "hello"), what="the unloaded event")  # after the swap
     assert events.kinds() == ["unloaded"]
     write(directory / "hello.py", source("v3"))
     wait_for(
