@@ -11,7 +11,6 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import jsonschema
 import mcp.types as types
 
 from agenthost._authoring import jsonschemas
@@ -80,6 +79,8 @@ class Answers:
                 return None
         elif entry[1].is_valid(value):
             return None
+        import jsonschema  # on first use: with rfc3987-syntax installed it takes a second
+
         error = jsonschema.exceptions.best_match(entry[1].iter_errors(value))
         if error is None:
             return None
