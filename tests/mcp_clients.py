@@ -169,10 +169,13 @@ async def connect(
     HTTP status of every response.
     """
     changes = Changes()
+    listening = asyncio.Event()
 
     async def record(response: httpx2.Response) -> None:
         if statuses is not None:
             statuses.append(response.status_code)
+        if response.request.method == "GET" and response.status_code == 200:
+            listening.set()  # a session's event stream: the server registers it before this
 
     async def on_message(message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -193,6 +196,10 @@ async def connect(
         client = await stack.enter_async_context(
             Client(target, mode=mode, message_handler=on_message)
         )
+        if mode == "legacy" and isinstance(server, str):
+            # a session-based client hears notifications on a stream it opens after its
+            # handshake: a change made before it is open is not announced to it
+            await asyncio.wait_for(listening.wait(), LIVENESS)
         if mode == MODERN:
             subscription = await stack.enter_async_context(client.listen(tools_list_changed=True))
 

@@ -82,6 +82,7 @@ async def _until_listening(directory: Path, *clients: tuple[Client, Changes]) ->
     A session-based HTTP client hears notifications on an event stream it opens
     after its handshake; a change made in between is not announced to it.
     """
+    before = [await names(client) for client, _ in clients]
     deadline = time.monotonic() + LIVENESS
     attempt = 0
     while not all(not changes.seen.empty() for _, changes in clients):
@@ -93,8 +94,8 @@ async def _until_listening(directory: Path, *clients: tuple[Client, Changes]) ->
         while time.monotonic() < step and not all(not c.seen.empty() for _, c in clients):
             await asyncio.sleep(0.02)
     (directory / "warmup.py").unlink()
-    for client, changes in clients:
-        await _told(client, changes, LISTED)
+    for (client, changes), listed in zip(clients, before, strict=True):
+        await _told(client, changes, listed)
 
 
 @pytest.mark.parametrize(
