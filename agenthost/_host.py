@@ -38,7 +38,7 @@ from agenthost._directory.registry import Load, Registry
 from agenthost._directory.scan import Source
 from agenthost._directory.version import LoadFailure, PluginVersion, hook_timeout_from
 from agenthost._directory.watcher import ALL, Watcher, debounce_from
-from agenthost._directory.wheel import prune_cache
+from agenthost._directory.wheel import plugin_name, prune_cache
 from agenthost._isolation.options import (
     LEVELS,
     SANDBOXES,
@@ -58,11 +58,23 @@ __all__ = ["PluginHost"]
 def _chooser(
     isolation: Isolation | Mapping[str, Isolation] | Callable[[str], Isolation | None] | None,
 ) -> Callable[[str], Isolation | None]:
+    """Where each plugin runs. A level that is not one is refused here, not run in-process:
+    whoever typed ``"proces"`` asked for a sandbox."""
     if isolation is None or isinstance(isolation, str):
+        _check_levels({"isolation": isolation} if isolation is not None else {})
         return lambda name: isolation
     if isinstance(isolation, Mapping):
+        _check_levels({f"isolation[{name!r}]": level for name, level in isolation.items()})
         return isolation.get
+    if not callable(isolation):
+        raise TypeError(f"isolation must be a level, a mapping or a callable, not {isolation!r}")
     return isolation
+
+
+def _check_levels(levels: Mapping[str, object]) -> None:
+    wrong = [f"{where} is {level!r}" for where, level in levels.items() if level not in LEVELS]
+    if wrong:
+        raise ValueError(f"{'; '.join(wrong)}: a level is one of {', '.join(LEVELS)}")
 
 
 def _sandbox(mode: Sandbox) -> Sandbox:
@@ -542,7 +554,11 @@ class PluginHost:
     def _load(
         self, source: Source, content: tuple[str, dict[Path, bytes]]
     ) -> PluginVersion | LoadFailure:
-        if self.isolation_of(source) == "process":
+        try:
+            isolation = self.isolation_of(source)
+        except ValueError as exc:  # fail closed: it may have been meant for a sandbox
+            return LoadFailure(f"{exc}; the plugin is not loaded", str(source.path))
+        if isolation == "process":
             return load_isolated(
                 source, content, cache_dir=self.cache_dir, hook_timeout=self.hook_timeout,
                 options=self.worker_options, sandbox=self.sandbox,
@@ -552,15 +568,18 @@ class PluginHost:
         return load_source(source, self.cache_dir, content, hook_timeout=self.hook_timeout)
 
     def isolation_of(self, source: Source) -> Isolation:
-        """The host's choice for the plugin, else the plugin's own, else in-process."""
-        name = source.path.stem if source.kind in ("module", "wheel") else source.path.name
+        """The host's choice for the plugin, else the plugin's own, else in-process;
+        ``ValueError`` for a choice that is not a level."""
+        name = source.path.stem if source.kind == "module" else source.path.name
+        if source.kind == "wheel":
+            name = plugin_name(name.split("-", 1)[0])
         chosen = self._isolation(name)
         if chosen is None:
             chosen = declared_isolation(source) or "in-process"
         if chosen not in LEVELS:
-            logger.warning("isolation {!r} for {} is not one of {}; using in-process",
-                           chosen, name, ", ".join(LEVELS))  # fmt: skip
-            return "in-process"
+            raise ValueError(
+                f"isolation {chosen!r} for plugin {name} is not one of {', '.join(LEVELS)}"
+            )
         return chosen
 
     def _emit(self, events: list[PluginEvent]) -> None:

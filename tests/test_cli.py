@@ -188,7 +188,7 @@ def test_new_writes_a_template_that_loads_and_passes_check(
     assert capsys.readouterr() == ("", f"agenthost new: {target} exists; choose another name\n")
     assert main(["new", "not-valid", "--dir", str(plugin_dir)]) == 2
     assert capsys.readouterr() == ("", "agenthost new: plugin name 'not-valid' must be a Python "
-                                       "identifier that does not start with '_'\n")  # fmt: skip
+                                       "identifier that does not start with '_'; try not_valid\n")  # fmt: skip
     # a plugin author's own project: ruff's defaults (88 columns), agenthost a third party
     author = ["--isolated", "--select", "E,F,I,W,UP,B"]
     for ruff in (["check", *author], ["format", "--isolated", "--check"]):

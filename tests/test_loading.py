@@ -177,7 +177,8 @@ def test_a_wheel_names_its_missing_requirements(plugin_dir: Path, make_host: Hos
     assert plugin.error == (
         "missing dependencies: not-installed-anywhere>=2, pydantic>=99 (installed: "
         f"{__import__('importlib.metadata').metadata.version('pydantic')}); "
-        "install them into the host's environment"
+        f"install them into the host's environment: {sys.executable} -m pip install "
+        "'not-installed-anywhere>=2' 'pydantic>=99'"
     )
 
 

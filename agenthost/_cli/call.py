@@ -24,7 +24,8 @@ __all__ = ["add_parser", "run"]
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sub = add_command(
         commands, "call", run,
-        help="run one tool call; print the answer the model would see, or the ToolResult as JSON",
+        help="run one tool call; print its text (ToolResult.content, what host.execute gives a "
+        "model) or the whole ToolResult as JSON",
         usage="agenthost call [options] [DIR] TOOL [ARGS | -]",
     )  # fmt: skip
     sub.add_argument(
@@ -86,6 +87,11 @@ def _split(target: list[str]) -> tuple[str, str, str]:
     if len(given) > 3 or (len(given) == 3 and _looks_like_json(given[1])):
         tool = given[1] if Path(given[0]).is_dir() else given[0]
         raise ValueError(_ONE_OBJECT.format(tool=tool))
+    if len(given) == 1 and Path(given[0]).is_dir():
+        raise ValueError(
+            f"{given[0]} is a directory: name the tool after it, "
+            f"e.g. agenthost call {given[0]} TOOL '{{}}' (agenthost list {given[0]} lists them)"
+        )
     directory = "plugins"
     if len(given) == 3 or (len(given) == 2 and not _looks_like_json(given[1])):
         directory = given.pop(0)

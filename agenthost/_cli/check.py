@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -66,12 +65,6 @@ def _plugins(given: Sequence[str]) -> list[Path]:
         if path.is_dir() and not (path / "__init__.py").exists():
             names = sorted(child.name for child in path.iterdir())
             inside = [path / n for n in names if source_at(path, n) or not_loaded(path, n)]
-        if inside:
-            print(
-                f"{path}/ has no __init__.py: checking each plugin in it (if it is one package, "
-                f"create {path / '__init__.py'})",
-                file=sys.stderr,
-            )
         paths += inside or [path]
     return paths
 

@@ -71,8 +71,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     name = args.name
     if not name.isidentifier() or name.startswith("_"):
+        fixed = "".join(c if c.isalnum() or c == "_" else "_" for c in name).strip("_")
+        fixed = f"tool_{fixed}" if not fixed or fixed[0].isdigit() else fixed
         return fail(
-            "new", f"plugin name {name!r} must be a Python identifier that does not start with '_'"
+            "new",
+            f"plugin name {name!r} must be a Python identifier that does not start with '_'; "
+            f"try {fixed}",
         )
     target = Path(args.dir) / f"{name}.py"
     if target.exists():

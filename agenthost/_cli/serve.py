@@ -55,7 +55,8 @@ def epilog() -> str:
     the shell that activated a virtual environment, so a bare ``agenthost`` is not found."""
     script = Path(sys.executable).parent / "agenthost"
     start = [str(script)] if script.is_file() else [sys.executable, "-m", "agenthost"]
-    plugins = str(Path("plugins").absolute())
+    here = Path("plugins").absolute()  # the default directory, where it is one
+    plugins = str(here) if here.is_dir() else "/abs/path/to/plugins"
     return EPILOG.format(
         shell=shlex.join([*start, "serve", plugins]),
         command=json.dumps(start[0]),
@@ -109,8 +110,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="change a per-caller quota or time limit, e.g. sessions=32 (repeatable; "
-        "names and defaults in the README's HTTP section) (HTTP only)",
+        help="change a per-caller quota or time limit, e.g. sessions=32 (repeatable, HTTP "
+        "only; names and defaults in the README's HTTP section)",
     )
 
 
@@ -123,9 +124,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.http is not None:
         return _over_http(args)
-    if args.tokens is not None or args.limit:
-        flag = "--tokens" if args.tokens is not None else "--limit"
-        return fail("serve", f"{flag} applies to HTTP: add --http [HOST:]PORT")
+    http_only = {"--tokens": args.tokens is not None, "--limit": args.limit,
+                 "--allow-host": args.allow_host, "--allow-origin": args.allow_origin}  # fmt: skip
+    given = [flag for flag, value in http_only.items() if value]
+    if given:
+        return fail("serve", f"{given[0]} applies to HTTP: add --http [HOST:]PORT")
     from agenthost._serve.server import McpServer
 
     server = McpServer(_host(args, [_everyone()]), grants=args.grant)

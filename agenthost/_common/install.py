@@ -19,12 +19,21 @@ from urllib.parse import unquote, urlparse
 import importlib_metadata
 from packaging.requirements import InvalidRequirement, Requirement
 
-__all__ = ["install_command"]
+__all__ = ["install_command", "pip_install"]
+
+
+def pip_install(requirements: list[str]) -> str:
+    """A shell command that installs ``requirements`` where this interpreter finds them."""
+    return f"{_pip()} {' '.join(shlex.quote(r) for r in requirements)}"
+
+
+def _pip() -> str:
+    return f"{shlex.quote(sys.executable)} -m pip install"
 
 
 def install_command(extra: str) -> str:
     """A shell command that installs ``extra`` (``"mcp"``, ``"search"``, ``"otel"``)."""
-    pip = f"{shlex.quote(sys.executable)} -m pip install"
+    pip = _pip()
     try:
         distribution = importlib_metadata.distribution("agenthost")
     except importlib_metadata.PackageNotFoundError:

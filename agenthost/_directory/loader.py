@@ -26,6 +26,7 @@ from loguru import logger
 
 from agenthost._authoring.decorator import tool_options
 from agenthost._authoring.definition import ToolDefinition
+from agenthost._common.install import pip_install
 from agenthost._common.text import exception_text, printable, type_name
 from agenthost._directory.namespace import Namespace
 from agenthost._directory.scan import Source, TooLarge, read_source
@@ -133,7 +134,8 @@ def _layout(source: Source, contents: dict[Path, bytes], cache_dir: Path) -> _La
     if wheel.missing:
         return LoadFailure(
             "missing dependencies: " + ", ".join(wheel.missing)
-            + "; install them into the host's environment",
+            + "; install them into the host's environment: "
+            + pip_install([m.partition(" (installed: ")[0] for m in wheel.missing]),
             str(source.path),
         )  # fmt: skip
     return _Layout(wheel.name, wheel.tops, wheel.modules, wheel.sources, wheel)

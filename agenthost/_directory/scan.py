@@ -67,7 +67,7 @@ class Source:
 
 def source_at(directory: Path, key: str) -> Source | None:
     """What the directory entry ``key`` is right now, if it is a plugin."""
-    if is_ignored(key):
+    if is_ignored(key) or key == "__init__.py":  # a plugin directory is not a package
         return None
     path = directory / key
     if key.endswith(".py") and path.is_file() and key[:-3].isidentifier():
@@ -88,6 +88,11 @@ def not_loaded(directory: Path, key: str) -> str | None:
     if is_ignored(key):
         return None
     path = directory / key
+    if key == "__init__.py" and path.is_file():
+        return (
+            "__init__.py is not loaded: a plugin directory is not a package, each module, "
+            "package folder and wheel in it is a plugin; delete it"
+        )
     if key.endswith(".py") and path.is_file() and not key[:-3].isidentifier():
         fixed = _identifier(key[:-3])
         return f"{key} is not loaded: its name is not a Python module name; rename it {fixed}.py"

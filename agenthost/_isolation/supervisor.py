@@ -263,7 +263,10 @@ class Supervisor:
         if not run.loaded.wait(self.options.import_timeout):
             self._stop_run(run, "its import took longer than the limit")
             limit = self.options.import_timeout
-            return f"the plugin's import did not finish within {limit:g} s; worker stopped"
+            return (
+                f"the plugin's import did not finish within {limit:g} s; worker stopped "
+                "(more time: --import-timeout or WorkerOptions.import_timeout)"
+            )
         if run.hello is None:
             return f"the worker {self.status.last_exit or 'ended'} before it loaded the plugin"
         return run.hello
