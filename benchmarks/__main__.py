@@ -20,12 +20,15 @@ SMOKE = "--smoke"
 
 def main(argv: list[str]) -> int:
     available = sorted(p.stem[len("bench_") :] for p in Path(__file__).parent.glob("bench_*.py"))
+    usage = f"usage: python -m benchmarks [{SMOKE}] [NAME ...]; have: {', '.join(available)}"
+    if {"-h", "--help"} & set(argv):
+        print(usage)
+        return 0
     smoke = SMOKE in argv
     wanted = [arg for arg in argv if arg != SMOKE] or available
     unknown = set(wanted) - set(available)
     if unknown:
-        print(f"unknown benchmark(s): {', '.join(sorted(unknown))}; have: {', '.join(available)}")
-        print(f"usage: python -m benchmarks [{SMOKE}] [NAME ...]")
+        print(f"unknown benchmark(s): {', '.join(sorted(unknown))}\n{usage}", file=sys.stderr)
         return 2
     if len(wanted) == 1:
         return _run(wanted[0], smoke)

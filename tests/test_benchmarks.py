@@ -136,3 +136,18 @@ def test_the_benchmark_wheels_are_built_as_pip_builds_them(
     assert len(rows) == len(entries)
     wheel = open_wheel(data, tmp_path)  # the host's own checks
     assert (wheel.version, wheel.modules) == ("1.0", ["probe_wheel"])
+
+
+def test_help_says_how_to_run_them_and_a_wrong_name_is_refused() -> None:
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "benchmarks", *argv], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+
+    helped = run("--help")
+    assert (helped.returncode, helped.stdout.split(";")[0]) == (
+        0,
+        "usage: python -m benchmarks [--smoke] [NAME ...]",
+    )
+    refused = run("nope")
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("unknown benchmark(s): nope\nusage:")
