@@ -271,6 +271,25 @@ def test_a_deleted_and_recreated_directory(watched: tuple[PluginHost, Events, Pa
     wait_for(lambda: call(host, "hello") == "v4", what="edits in the recreated directory")
 
 
+def test_a_directory_recreated_at_once_is_watched_even_with_the_same_inode(
+    plugin_dir: Path, make_host: Host
+) -> None:
+    """Deleted and made again within one debounce window, the new folder usually gets the
+    old one's inode number back (ext4 reuses it at once): the watch of the deleted folder
+    is dead all the same and must be replaced, or edits are never seen again."""
+    write(plugin_dir / "hello.py", source("v1"))
+    host = make_host(plugin_dir, watch=True, debounce=0.3)
+    events = Events(host)
+    host.start()
+    shutil.rmtree(plugin_dir)
+    write(plugin_dir / "hello.py", source("v3"))  # within the window: one settle sees both
+    wait_for(lambda: call(host, "hello") == "v3", what="the recreated plugin")
+    settle(plugin_dir, events)  # a look at the whole folder still pending may see this one
+    settle(plugin_dir, events)  # only a live watch sees this one
+    replace_atomically(plugin_dir / "hello.py", source("v4"))
+    wait_for(lambda: call(host, "hello") == "v4", what="edits in the recreated directory")
+
+
 def test_polling_takes_over_when_inotify_cannot_add_a_watch(
     plugin_dir: Path, make_host: Host, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -41,6 +41,7 @@ ALL = "*"  # the key meaning "look at the whole directory"
 DEFAULT_DEBOUNCE = 0.012  # seconds; see the reload-latency benchmark
 POLL_INTERVAL = 0.25
 _IGNORED_EVENTS = frozenset({"opened", "closed_no_write"})
+_GONE = frozenset({"deleted", "moved"})
 
 
 def debounce_from(value: float | None) -> float:
@@ -76,6 +77,7 @@ class Watcher(FileSystemEventHandler):
         self._watch: ObservedWatch | None = None
         self._watched_inode: int | None = None
         self._anchor: ObservedWatch | None = None
+        self._gone = False  # the watched folder was deleted or moved since it was scheduled
         self._pending: dict[str, float] = {}
         self._cond = threading.Condition()
         self._stopped = False
@@ -104,6 +106,10 @@ class Watcher(FileSystemEventHandler):
         for raw in (event.src_path, getattr(event, "dest_path", "")):
             if raw:
                 key = self._key(Path(os.fsdecode(raw)))
+                if key == ALL and raw == event.src_path and event.event_type in _GONE:
+                    # the watched folder went: a new one may get its inode number back, so
+                    # the inode alone cannot tell that the watch is dead
+                    self._gone = True
                 if key is not None:
                     self.mark(key)
 
@@ -193,8 +199,9 @@ class Watcher(FileSystemEventHandler):
     def _schedule(self) -> None:
         observer = self._observer
         assert observer is not None
+        gone, self._gone = self._gone, False
         inode = _inode(self.directory)
-        if self._watch is not None and inode != self._watched_inode:
+        if self._watch is not None and (inode != self._watched_inode or gone):
             _unschedule(observer, self._watch)
             self._watch = None
         if self._watch is None and inode is not None:
