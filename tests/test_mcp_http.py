@@ -438,12 +438,16 @@ def test_a_foreign_host_or_origin_is_refused_on_any_loopback_spelling(
 
 def test_tokens_do_not_lift_the_host_check_and_allow_flags_add_names(tmp_path: Path) -> None:
     tokens = _tokens(tmp_path, {ALICE: {"session": "alice"}})
-    extra = ("--tokens", str(tokens), "--allow-host", "tools.example", "--allow-origin",
-             "https://app.example")  # fmt: skip
+    extra = ("--tokens", str(tokens), "--allow-host", "tools.example", "--allow-host",
+             "lb.example:8080", "--allow-origin", "https://app.example")  # fmt: skip
     with http_server(_plugins(tmp_path), *extra) as served:
         port = urllib.parse.urlsplit(served.url).port
         assert post(served.url, host=f"evil.example:{port}", token=ALICE) == 421  # a token too
         assert post(served.url, host=f"tools.example:{port}", token=ALICE) == 200
+        # a proxy in front, on its own port or the default one, passes the name clients use
+        assert post(served.url, host="tools.example", token=ALICE) == 200
+        assert post(served.url, host="lb.example:8080", token=ALICE) == 200
+        assert post(served.url, host=f"lb.example:{port}", token=ALICE) == 421
         assert post(served.url, origin="https://app.example", token=ALICE) == 200
         assert post(served.url, origin="https://other.example", token=ALICE) == 403
 

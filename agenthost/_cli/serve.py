@@ -96,7 +96,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="append",
         default=[],
         metavar="NAME",
-        help="another name clients use for this server in Host, say a proxy's (repeatable)",
+        help="another name clients use for this server in Host, say a proxy's, with its port "
+        "(lb.example:8080) or without (repeatable)",
     )
     sub.add_argument(
         "--allow-origin",

@@ -133,19 +133,31 @@ def guard(
     A page elsewhere (or a sandboxed one, ``Origin: null``) that rebinds a name to this
     server is refused, token or not: the SDK does this by itself only for ``127.0.0.1``,
     ``localhost`` and ``::1``."""
-    names = {host, *hosts}
+    names = {host}
     if is_loopback(host):
         names |= {"localhost", "127.0.0.1", "::1"}
     if host in ("0.0.0.0", "::", ""):
         names |= _machine_names()
     spelled = {f"[{n}]" if ":" in n else n for n in names if n}
-    allowed = sorted(f"{n}:{port}" for n in spelled)
-    pages = [f"{scheme}://{h}" for h in allowed for scheme in ("http", "https")]
+    allowed = {f"{n}:{port}" for n in spelled}
+    for name in hosts:  # a proxy's: as given with its port, else on ours or the default one
+        given = _with_port(name)
+        bare = f"[{name}]" if ":" in name and not given else name  # an IPv6 address
+        allowed |= {given} if given else {bare, f"{bare}:{port}"}
+    pages = [f"{scheme}://{h}" for h in sorted(allowed) for scheme in ("http", "https")]
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
-        allowed_hosts=allowed,
+        allowed_hosts=sorted(allowed),
         allowed_origins=[*pages, *origins],
     )
+
+
+def _with_port(name: str) -> str | None:
+    """``name`` if it already names a port (``lb:8080``, ``[::1]:8080``), else None."""
+    head, colon, tail = name.rpartition(":")
+    if colon and tail.isdigit() and (not head.count(":") or head.endswith("]")):
+        return name
+    return None
 
 
 def _machine_names() -> set[str]:
