@@ -6,11 +6,13 @@ Only the official `mcp` client speaks to the server; nothing here writes JSON-RP
 from __future__ import annotations
 
 import asyncio
+import http.client
 import os
 import re
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -230,3 +232,15 @@ async def eventually(check: Any, what: str) -> None:
     while not await check():
         assert time.monotonic() < deadline, f"not within {LIVENESS} s: {what}"
         await asyncio.sleep(0.02)
+
+
+def probe(url: str, path: str, method: str = "GET") -> tuple[int, str]:
+    """Status and body of a plain request, as a balancer sends it (no token, its own Host)."""
+    parsed = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parsed.hostname or "", parsed.port, timeout=10)
+    try:
+        connection.request(method, path)
+        response = connection.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        connection.close()

@@ -28,6 +28,7 @@ from mcp_clients import (
     eventually,
     http_server,
     names,
+    probe,
     text,
 )
 
@@ -299,6 +300,11 @@ def test_a_signal_drains_the_calls_in_flight_and_exits_0(tmp_path: Path, signum:
 
             await eventually(started, "both calls started")
             served.process.send_signal(signum)
+            # a balancer polling /readyz hears at once that this replica is going
+            assert await asyncio.to_thread(probe, served.url, "/readyz") == (
+                503,
+                '{"status": "draining"}',
+            )
             cancelled, finished = await asyncio.wait_for(asyncio.gather(*calls), LIVENESS)
             assert finished.structured_content == {"result": "done"}
             assert cancelled.is_error

@@ -28,6 +28,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from agenthost._serve.door import Door, is_loopback
+from agenthost._serve.health import Health
 from agenthost._serve.limits import Limits
 from agenthost._serve.server import McpServer
 from agenthost._serve.tokens import Caller, TokenTable
@@ -92,11 +93,10 @@ async def serve_http(
 ) -> None:
     """Serve ``server`` at ``http://host:port/mcp`` until SIGINT/SIGTERM or ``stop`` is set.
 
-    ``ready`` gets the URL once the port is bound (port 0 picks a free one). Requests
-    must name the server in ``Host`` and come from no foreign ``Origin`` (see
-    :func:`guard`); ``hosts`` and ``origins`` add names a proxy or a page uses.
-    ``limits`` are each caller's quotas and each connection's time limits.
-    Stopping drains first: calls in flight get ``grace`` seconds, then an error result.
+    ``ready`` gets the URL once the plugins are loaded and the port listens (port 0
+    picks a free one). ``Host`` and ``Origin`` are checked (see :func:`guard`;
+    ``hosts`` and ``origins`` add a proxy's or a page's); ``limits`` are each caller's
+    quotas. Stopping drains: calls in flight get ``grace`` seconds, then an error result.
     """
     if not tokens and not is_loopback(host):
         raise ValueError(f"refusing to serve {host} without tokens")
@@ -106,16 +106,22 @@ async def serve_http(
     def on_signal() -> None:
         loop.call_soon_threadsafe(stopping.set)
 
-    with _listening(host, port) as (listener, url):
+    state = "loading"
+    with _bound(host, port) as (listener, url):
         security = guard(host, listener.getsockname()[1], hosts, origins)
-        web = _Uvicorn(_config(server, host, tokens, security, limits or Limits()), on_signal)
+        config = _config(server, host, tokens, security, limits or Limits(), lambda: state)
+        web = _Uvicorn(config, on_signal)
 
         async def stop_when_asked() -> None:
+            nonlocal state
             await stopping.wait()
+            state = "draining"  # /readyz: 503 from now on
             await server.drain(grace)
             web.should_exit = True
 
         async with server.running():
+            listener.listen(2048)  # only now: until then a balancer's connection is refused
+            state = "ready"
             watcher = asyncio.ensure_future(stop_when_asked())
             ready(url)
             try:
@@ -175,9 +181,10 @@ def _config(
     tokens: Mapping[str, Caller] | None,
     security: TransportSecuritySettings,
     limits: Limits,
+    state: Callable[[], str] = lambda: "ready",
 ) -> uvicorn.Config:
     return uvicorn.Config(
-        _app(server, host, tokens, security, limits),
+        Health(_app(server, host, tokens, security, limits), state),
         http=_head_limited(limits.head_s),
         log_level="warning",
         lifespan="on",
@@ -269,13 +276,12 @@ _TOO_SLOW = (
 
 
 @contextlib.contextmanager
-def _listening(host: str, port: int) -> Iterator[tuple[socket.socket, str]]:
-    """A bound, listening socket and the URL it serves (port 0 picks a free port)."""
+def _bound(host: str, port: int) -> Iterator[tuple[socket.socket, str]]:
+    """A bound socket, not yet listening, and the URL it serves (port 0 picks a free port)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as listener:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((host, port))
-        listener.listen(2048)
         bound_host, bound_port = listener.getsockname()[:2]
         shown = f"[{bound_host}]" if family == socket.AF_INET6 else bound_host
         yield listener, f"http://{shown}:{bound_port}/mcp"
