@@ -38,7 +38,7 @@ from agenthost._directory.registry import Load, Registry
 from agenthost._directory.scan import Source
 from agenthost._directory.version import LoadFailure, PluginVersion, hook_timeout_from
 from agenthost._directory.watcher import ALL, Watcher, debounce_from
-from agenthost._directory.wheel import plugin_name, prune_cache
+from agenthost._directory.wheel import prune_cache
 from agenthost._isolation.options import (
     LEVELS,
     SANDBOXES,
@@ -570,9 +570,7 @@ class PluginHost:
     def isolation_of(self, source: Source) -> Isolation:
         """The host's choice for the plugin, else the plugin's own, else in-process;
         ``ValueError`` for a choice that is not a level."""
-        name = source.path.stem if source.kind == "module" else source.path.name
-        if source.kind == "wheel":
-            name = plugin_name(name.split("-", 1)[0])
+        name = source.name
         chosen = self._isolation(name)
         if chosen is None:
             chosen = declared_isolation(source) or "in-process"

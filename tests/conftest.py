@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+from loguru import logger
 
 from agenthost import PluginHost
 
@@ -52,3 +54,15 @@ def make_host(tmp_path: Path) -> Iterator[Callable[..., PluginHost]]:
     yield make
     for host in hosts:
         host.stop()
+
+
+@pytest.fixture
+def warnings() -> Iterator[list[str]]:
+    """What the library logs at WARNING and above (its logging is off unless turned on)."""
+    lines: list[str] = []
+    logger.enable("agenthost")
+    sink = logger.add(lambda m: lines.append(m.record["message"]), level="WARNING")
+    yield lines
+    with contextlib.suppress(ValueError):  # the CLI's main() resets loguru's handlers
+        logger.remove(sink)
+    logger.disable("agenthost")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import re
@@ -10,13 +9,12 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import importlib_metadata
 import pytest
 from helpers import wait_for, wheel_bytes, write
-from loguru import logger
 from mcp_clients import LIVENESS, command, environment, http_server
 
 from agenthost import PluginHost
@@ -31,18 +29,6 @@ def ping() -> str:
     """Pong."""
     return "pong"
 '''
-
-
-@pytest.fixture
-def warnings() -> Iterator[list[str]]:
-    """What the library logs at WARNING and above."""
-    lines: list[str] = []
-    logger.enable("agenthost")
-    sink = logger.add(lambda m: lines.append(m.record["message"]), level="WARNING")
-    yield lines
-    with contextlib.suppress(ValueError):  # the CLI's main() resets loguru's handlers
-        logger.remove(sink)
-    logger.disable("agenthost")
 
 
 def test_a_mistyped_plugin_directory_is_an_error_not_an_empty_host(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from helpers import replace_atomically, wait_for, write
-from loguru import logger
 
 from agenthost import PluginHost, WorkerOptions
 
@@ -95,17 +94,6 @@ def count(n: int):
     for i in range(n):
         yield f"{i} "
 """
-
-
-@pytest.fixture
-def logged() -> Iterator[list[str]]:
-    """The messages the library logs (its logging is off unless an application turns it on)."""
-    messages: list[str] = []
-    logger.enable("agenthost")
-    sink = logger.add(lambda m: messages.append(m.record["message"]), level="WARNING")
-    yield messages
-    logger.remove(sink)
-    logger.disable("agenthost")
 
 
 @pytest.fixture
@@ -271,7 +259,7 @@ def _shape(logged: str) -> list[str]:
 
 
 def test_a_tool_raising_in_a_helper_logs_its_own_frames_as_in_process(
-    tmp_path: Path, logged: list[str]
+    tmp_path: Path, warnings: list[str]
 ) -> None:
     plugins = tmp_path / "plugins"
     write(plugins / "near.py", HELPER)
@@ -287,8 +275,8 @@ def test_a_tool_raising_in_a_helper_logs_its_own_frames_as_in_process(
         near.error.message,
         near.error.details,
     )
-    [near_log] = [m for m in logged if m.startswith("tool fussy ")]
-    [far_log] = [m for m in logged if m.startswith("tool fussy_far ")]
+    [near_log] = [m for m in warnings if m.startswith("tool fussy ")]
+    [far_log] = [m for m in warnings if m.startswith("tool fussy_far ")]
     source = far.read_text().splitlines()
     called = 1 + source.index("    _check(value, password)")
     raised = 1 + next(i for i, text in enumerate(source) if "raise ValueError" in text)
@@ -314,7 +302,7 @@ def test_a_tool_raising_in_a_helper_logs_its_own_frames_as_in_process(
 )  # fmt: skip
 def test_a_crash_or_the_memory_limit_is_one_sentence_without_the_hosts_frames(
     isolated: Callable[..., PluginHost],
-    logged: list[str],
+    warnings: list[str],
     tool: str,
     says: str,
     details: dict[str, str],
@@ -324,14 +312,14 @@ def test_a_crash_or_the_memory_limit_is_one_sentence_without_the_hosts_frames(
     assert result.error is not None
     assert (result.error.message, result.error.details) == (says, details)
     assert result.content == f"Error (tool_error): {says}"
-    [line] = [m for m in logged if m.startswith(f"tool {tool} ")]
+    [line] = [m for m in warnings if m.startswith(f"tool {tool} ")]
     assert line.endswith(says)
     assert "\n" not in line  # no traceback: the host's frames say nothing of the tool
-    assert not [m for m in logged if "Traceback" in m or "agenthost." in m or "Gone" in m]
+    assert not [m for m in warnings if "Traceback" in m or "agenthost." in m or "Gone" in m]
 
 
 def test_a_quarantine_is_told_as_a_sentence(
-    isolated: Callable[..., PluginHost], logged: list[str]
+    isolated: Callable[..., PluginHost], warnings: list[str]
 ) -> None:
     host = isolated(worker_options=WorkerOptions(max_crashes=3))
     crashes = [host.execute("exit_hard").error for _ in range(3)]
@@ -352,8 +340,8 @@ def test_a_quarantine_is_told_as_a_sentence(
     assert (
         "worker of risky.py quarantined: it exited with code 3, 3 times within a minute; "
         "save the plugin to retry"
-    ) in logged
-    assert not [m for m in logged if "Traceback" in m or "agenthost." in m or "Gone" in m]
+    ) in warnings
+    assert not [m for m in warnings if "Traceback" in m or "agenthost." in m or "Gone" in m]
 
 
 def test_a_plugin_cannot_patch_the_host_or_another_plugin(
@@ -653,7 +641,7 @@ def test_a_worker_that_sends_garbage_is_stopped_and_the_host_carries_on(
 
 @pytest.mark.parametrize("kind", ["text", "many", "huge", "count", "stranger"])
 def test_a_worker_that_sends_a_malformed_traceback_is_stopped_and_floods_no_log(
-    isolated: Callable[..., PluginHost], tmp_path: Path, logged: list[str], kind: str
+    isolated: Callable[..., PluginHost], tmp_path: Path, warnings: list[str], kind: str
 ) -> None:
     write(tmp_path / "plugins" / "neighbour.py", NEIGHBOUR)
     host = isolated(HOSTILE, name="hostile")
@@ -664,19 +652,19 @@ def test_a_worker_that_sends_a_malformed_traceback_is_stopped_and_floods_no_log(
     plugins = {p.name: p for p in host.plugins()}
     assert plugins["hostile"].status == "failed"
     assert host.execute("greet").output == "hi"
-    assert logged
-    assert max(len(m) for m in logged) < 2000
+    assert warnings
+    assert max(len(m) for m in warnings) < 2000
 
 
 def test_a_forged_traceback_is_shown_inert_and_makes_the_host_read_no_file(
-    isolated: Callable[..., PluginHost], tmp_path: Path, logged: list[str]
+    isolated: Callable[..., PluginHost], tmp_path: Path, warnings: list[str]
 ) -> None:
     private = write(tmp_path / "private.txt", "the host's own secret\n")
     host = isolated(HOSTILE, name="hostile")
     result = host.execute("forged_error", {"kind": "forged", "path": str(private)}, timeout=30)
     assert result.error is not None
     assert result.error.message == "ValueError: boom\nERROR | forged\\x1b[2J"
-    [line] = [m for m in logged if m.startswith("tool forged_error ")]
+    [line] = [m for m in warnings if m.startswith("tool forged_error ")]
     assert f'  File "{private}", line 1, in f\\nERROR | forged\n    \\x1b[31m\n' in line
     assert "secret" not in line  # the host never reads the file a worker names
     assert "\x1b" not in line

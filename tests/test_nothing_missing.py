@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from helpers import make_wheel, wait_for, write
-from loguru import logger
 
 from agenthost import PluginHost
 from agenthost._cli.main import main
@@ -22,18 +20,6 @@ def {name}() -> str:
     """{name}."""
     return "{name}"
 '''
-
-
-@pytest.fixture
-def warnings() -> Iterator[list[str]]:
-    """What the library logs at WARNING and above."""
-    lines: list[str] = []
-    logger.enable("agenthost")
-    sink = logger.add(lambda m: lines.append(m.record["message"]), level="WARNING")
-    yield lines
-    with contextlib.suppress(ValueError):  # the CLI's main() resets loguru's handlers
-        logger.remove(sink)
-    logger.disable("agenthost")
 
 
 def test_tools_in_every_module_the_package_loads_are_found(

@@ -35,7 +35,6 @@ from agenthost._directory.records import (
 )
 from agenthost._directory.scan import Source
 from agenthost._directory.version import LoadFailure, PluginVersion
-from agenthost._directory.wheel import plugin_name
 from agenthost._errors import ToolConflictError
 
 __all__ = ["Load", "Registry"]
@@ -204,7 +203,7 @@ class Registry:
         state = self._states.get(load.key)
         if state is None:
             result = load.result
-            name = result.name if isinstance(result, PluginVersion) else _guess_name(load.source)
+            name = result.name if isinstance(result, PluginVersion) else load.source.name
             state = self._states[load.key] = _State(load.key, load.source, name)
         state.source, state.attempted = load.source, load.content_hash
         return state
@@ -456,11 +455,3 @@ def _provider(source: Source) -> str:
     if source.kind == "installed":
         return f"an installed distribution (entry point {source.key.partition(':')[2]})"
     return str(source.path)
-
-
-def _guess_name(source: Source) -> str:
-    if source.kind == "module":
-        return source.path.stem
-    if source.kind == "wheel":
-        return plugin_name(source.path.name.split("-", 1)[0])
-    return source.path.name

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from agenthost._directory.wheel import plugin_name
+
 __all__ = [
     "MAX_PLUGIN_BYTES",
     "Files",
@@ -63,6 +65,15 @@ class Source:
     key: str
     path: Path
     kind: Kind
+
+    @property
+    def name(self) -> str:
+        """The plugin's name as its path tells it (a wheel's metadata has the last word)."""
+        if self.kind == "module":
+            return self.path.stem
+        if self.kind == "wheel":
+            return plugin_name(self.path.name.split("-", 1)[0])
+        return self.path.name
 
 
 def source_at(directory: Path, key: str) -> Source | None:
