@@ -27,6 +27,8 @@ TESTS = Path(__file__).parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
+pytest_plugins = ["services"]  # real redis-server and nginx, for the cluster tests
+
 
 @pytest.fixture
 def plugin_dir(tmp_path: Path) -> Path:

@@ -5,5 +5,6 @@ and ``run`` (``watch``, ``listing``, ``check``, ``new``, ``call``, ``serve``,
 ``schema``); ``arguments`` holds what they share, ``events`` prints the
 plugin log and ``hidden`` says which tools a caller's grants leave out.
 
-May import: _errors, _version, _common, _providers, _directory, _calls, _isolation, _host, _serve.
+May import: _errors, _version, _common, _providers, _directory, _calls, _isolation, _host,
+_serve, _cluster.
 """

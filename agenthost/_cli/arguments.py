@@ -93,6 +93,17 @@ def seconds(text: str) -> float:
     return value
 
 
+def pause(text: str) -> float:
+    """A wait that may be skipped: a number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):  # NaN too
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds from 0 up")
+    return value
+
+
 def fail(command: str, message: str) -> int:
     """Say what is wrong with the command line on stderr; exit code 2."""
     print(f"agenthost {command}: {message}", file=sys.stderr)

@@ -11,13 +11,23 @@ import asyncio
 import contextlib
 import gc
 import json
+import os
 import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agenthost._cli.arguments import add_command, directory, fail, host_options, indent, isolation
+from agenthost._cli.arguments import (
+    add_command,
+    directory,
+    fail,
+    host_options,
+    indent,
+    isolation,
+    pause,
+    seconds,
+)
 from agenthost._cli.events import text_event
 from agenthost._cli.hidden import Audience, grant_flags, hidden_line
 from agenthost._common.install import install_command
@@ -25,6 +35,8 @@ from agenthost._directory.records import PluginEvent
 from agenthost._host import PluginHost
 
 if TYPE_CHECKING:
+    from agenthost._cluster.replica import Replica
+    from agenthost._serve.server import McpServer
     from agenthost._serve.tokens import Caller
 
 __all__ = ["add_parser", "run"]
@@ -47,6 +59,10 @@ Over HTTP (agenthost serve plugins --http 8000):
 --tokens FILE maps each bearer token to a session name and its grants:
   {{"<token>": {{"session": "alice", "grants": ["fs.read"]}}}}
 Clients send it as the header  Authorization: Bearer <token>
+
+Many replicas behind a load balancer (any balancer, no sticky sessions):
+  agenthost serve plugins --http 0.0.0.0:8001 --tokens tokens.json \
+      --redis redis://redis:6379/0 --advertise http://10.0.0.5:8001/mcp
 """
 
 
@@ -91,6 +107,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=Path,
         help="JSON file of bearer tokens, each with a session name and grants (HTTP only)",
     )
+    _http_options(sub)
+    _cluster_options(sub)
+
+
+def _http_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--allow-host",
         action="append",
@@ -114,6 +135,58 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="change a per-caller quota or time limit, e.g. sessions=32 (repeatable, HTTP "
         "only; names and defaults in the README's HTTP section)",
     )
+    sub.add_argument(
+        "--drain-grace",
+        type=pause,
+        default=1.0,
+        metavar="SECONDS",
+        help="on SIGTERM, keep answering this long with /readyz at 503 before the port "
+        "closes, so a balancer polling it stops sending work first (default 1)",
+    )
+
+
+def _cluster_options(sub: argparse.ArgumentParser) -> None:
+    group = sub.add_argument_group(
+        "many replicas (HTTP only; needs the cluster extra)",
+        "Every replica given the same Redis and cluster name is one tool service: any "
+        "replica answers any request, and every client hears every change.",
+    )
+    group.add_argument(
+        "--redis",
+        metavar="URL",
+        default=os.environ.get("AGENTHOST_REDIS_URL"),
+        help="join the cluster whose bus is this Redis, e.g. redis://redis:6379/0 "
+        "(default: $AGENTHOST_REDIS_URL)",
+    )
+    group.add_argument(
+        "--cluster-name",
+        default="agenthost",
+        metavar="NAME",
+        help="the cluster's key prefix in Redis: clusters sharing one Redis differ by it",
+    )
+    group.add_argument(
+        "--advertise",
+        metavar="URL",
+        help="the URL other replicas reach this one at (default: the bound address; "
+        "required when binding 0.0.0.0), e.g. http://10.0.0.5:8001/mcp",
+    )
+    group.add_argument(
+        "--state-key",
+        action="append",
+        default=[k for k in os.environ.get("AGENTHOST_STATE_KEY", "").split(",") if k],
+        metavar="KEY",
+        help="a key sealing multi-round-trip request state, the same on every replica "
+        "(repeatable: the first seals, all open; default: one kept in Redis, or "
+        "$AGENTHOST_STATE_KEY, comma-separated)",
+    )
+    group.add_argument(
+        "--skew-wait",
+        type=seconds,
+        default=2.0,
+        metavar="SECONDS",
+        help="how long a call waits for a tool another replica serves and this one has "
+        "not loaded yet (its directory syncs later), default 2",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -126,7 +199,8 @@ def run(args: argparse.Namespace) -> int:
     if args.http is not None:
         return _over_http(args)
     http_only = {"--tokens": args.tokens is not None, "--limit": args.limit,
-                 "--allow-host": args.allow_host, "--allow-origin": args.allow_origin}  # fmt: skip
+                 "--allow-host": args.allow_host, "--allow-origin": args.allow_origin,
+                 "--redis": args.redis}  # fmt: skip
     given = [flag for flag, value in http_only.items() if value]
     if given:
         return fail("serve", f"{given[0]} applies to HTTP: add --http [HOST:]PORT")
@@ -159,23 +233,56 @@ def _over_http(args: argparse.Namespace) -> int:
         )
     if args.tokens is not None and readable_by_others(args.tokens):
         print(f"warning: {args.tokens} is readable by other users (chmod 600 it)", file=sys.stderr)
+    if args.redis and not args.advertise and bind in ("0.0.0.0", "::", ""):
+        return fail("serve", f"--redis with --http {args.http}: add --advertise URL, "
+                    "where other replicas reach this one (http://10.0.0.5:8001/mcp)")  # fmt: skip
     host = _host(args, _audiences(args.tokens, tokens))
-    server = McpServer(host, grants=args.grant)
+    callers = sorted({caller.session for caller in (tokens or {}).values()})
+    server = McpServer(host, grants=args.grant, callers=callers)
     for caller in (tokens or {}).values():
         host.permissions.grant(caller.session, *args.grant, *caller.grants)
+    cluster = _cluster(args, server) if args.redis else None
+    if isinstance(cluster, int):
+        return cluster
 
     def ready(url: str) -> None:
         who = f" for {len(tokens)} tokens" if tokens else ""
         print(f"serving MCP at {url}{who} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+        if cluster is not None:
+            print(f"replica {cluster.replica} of cluster {args.cluster_name!r}, bus "
+                  f"{_masked(args.redis)}", file=sys.stderr, flush=True)  # fmt: skip
 
     _freeze_libraries()
     try:
         asyncio.run(serve_http(server, bind, port, tokens=tokens, hosts=args.allow_host,
-                               origins=args.allow_origin, limits=limits, ready=ready))  # fmt: skip
+                               origins=args.allow_origin, limits=limits, ready=ready,
+                               drain_grace=args.drain_grace, cluster=cluster))  # fmt: skip
     except OSError as exc:
         return fail("serve", f"cannot listen on {args.http}: {exc.strerror or exc}")
     print("stopped", file=sys.stderr, flush=True)
     return 0
+
+
+def _cluster(args: argparse.Namespace, server: McpServer) -> Replica | int:
+    """This server as a replica of the cluster on ``--redis``, or the exit code of why not."""
+    try:
+        from agenthost._cluster.replica import Replica
+    except ImportError:
+        return fail("serve", f"--redis needs the cluster extra: {install_command('cluster')}")
+    try:
+        return Replica(server, args.redis, name=args.cluster_name, advertise=args.advertise,
+                       state_keys=args.state_key, skew_s=args.skew_wait)  # fmt: skip
+    except ValueError as exc:  # redis-py's word on a malformed URL
+        return fail("serve", f"--redis {_masked(args.redis)}: {exc}")
+
+
+def _masked(url: str) -> str:
+    """A Redis URL as it may be printed: without its password."""
+    head, at, tail = url.rpartition("@")
+    if not at:
+        return url
+    scheme, _, _ = head.partition("://")
+    return f"{scheme}://***@{tail}"
 
 
 def _host(args: argparse.Namespace, audiences: Sequence[Audience]) -> PluginHost:

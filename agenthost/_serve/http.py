@@ -8,19 +8,26 @@ server only binds a loopback address. Whatever the address, ``Host`` and
 
 uvicorn re-raises the signal it caught once it has stopped, and waits for open
 event streams before it stops: here the first SIGINT/SIGTERM drains the calls in
-flight (each still answers), ends the streams, and the process exits 0.
+flight (each still answers), ends the streams, and the process exits 0. SIGTERM
+is how orchestrators stop a replica behind a balancer, so it stops in the order
+that loses no request: ``/readyz`` answers 503 at once while requests are still
+served normally, for ``drain_grace`` seconds that a balancer polling it needs to
+notice; then the listener closes (a balancer re-sends a refused connection
+elsewhere) and idle connections with it; then the drain. Ctrl-C skips the grace.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import signal
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 import uvicorn
 from mcp.server.auth.settings import AuthSettings
@@ -33,9 +40,31 @@ from agenthost._serve.limits import Limits
 from agenthost._serve.server import McpServer
 from agenthost._serve.tokens import Caller, TokenTable
 
-__all__ = ["guard", "is_loopback", "parse_address", "serve_http"]
+__all__ = ["Replicated", "guard", "is_loopback", "parse_address", "serve_http"]
 
 GRACE = 3.0  # seconds the calls in flight get to finish once a stop is asked for
+DRAIN_GRACE = 1.0  # seconds between /readyz turning 503 on SIGTERM and the listener closing
+
+
+class Replicated(Protocol):
+    """What a cluster adds to the HTTP server (see ``agenthost._cluster``)."""
+
+    def wrap(self, app: Any, security: TransportSecuritySettings) -> Any:
+        """The ASGI app in front of ``app``: it routes each session to its replica (and
+        checks ``Host`` and ``Origin`` of what it relays)."""
+        ...
+
+    def joined(self, url: str) -> AbstractAsyncContextManager[None]:
+        """Membership while the server at ``url`` listens; entered once plugins are loaded."""
+        ...
+
+    def state(self) -> str:
+        """``ready``, or why not (``degraded``: the cluster's bus is unreachable)."""
+        ...
+
+    async def leaving(self) -> None:
+        """This replica stops taking new work: peers should stop sending it any."""
+        ...
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -52,10 +81,11 @@ def parse_address(text: str) -> tuple[str, int]:
 class _Uvicorn(uvicorn.Server):
     """uvicorn whose signals ask for a drain and are not re-raised afterwards."""
 
-    def __init__(self, config: uvicorn.Config, on_stop: Callable[[], None]) -> None:
+    def __init__(self, config: uvicorn.Config, on_stop: Callable[[], object]) -> None:
         super().__init__(config)
         self._on_stop = on_stop
         self._stopping = False
+        self.interactive = False  # stopped with Ctrl-C: nobody's balancer to wait for
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -75,7 +105,15 @@ class _Uvicorn(uvicorn.Server):
             self.force_exit = self.should_exit = True
             return
         self._stopping = True
+        self.interactive = sig == signal.SIGINT
         self._on_stop()
+
+    def refuse(self) -> None:
+        """Close the listener and the idle connections; a busy one closes after its answer."""
+        for listening in getattr(self, "servers", ()):
+            listening.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
 
 
 async def serve_http(
@@ -90,36 +128,36 @@ async def serve_http(
     ready: Callable[[str], None] = lambda url: None,
     stop: asyncio.Event | None = None,
     grace: float = GRACE,
+    drain_grace: float = DRAIN_GRACE,
+    cluster: Replicated | None = None,
 ) -> None:
     """Serve ``server`` at ``http://host:port/mcp`` until SIGINT/SIGTERM or ``stop`` is set.
 
     ``ready`` gets the URL once the plugins are loaded and the port listens (port 0
     picks a free one). ``Host`` and ``Origin`` are checked (see :func:`guard`;
     ``hosts`` and ``origins`` add a proxy's or a page's); ``limits`` are each caller's
-    quotas. Stopping drains: calls in flight get ``grace`` seconds, then an error result.
+    quotas. Stopping drains: calls in flight get ``grace`` seconds, then an error result;
+    after SIGTERM or ``stop``, ``drain_grace`` seconds first pass with ``/readyz`` at 503.
+    ``cluster`` makes this server one replica of many.
     """
     if not tokens and not is_loopback(host):
         raise ValueError(f"refusing to serve {host} without tokens")
     loop = asyncio.get_running_loop()
     stopping = stop if stop is not None else asyncio.Event()
-
-    def on_signal() -> None:
-        loop.call_soon_threadsafe(stopping.set)
-
     state = "loading"
+    readiness = lambda: cluster.state() if state == "ready" and cluster else state  # noqa: E731
     with _bound(host, port) as (listener, url):
         security = guard(host, listener.getsockname()[1], hosts, origins)
-        config = _config(server, host, tokens, security, limits or Limits(), lambda: state)
-        web = _Uvicorn(config, on_signal)
+        config = _config(server, host, tokens, security, limits or Limits(), readiness, cluster)
+        web = _Uvicorn(config, functools.partial(loop.call_soon_threadsafe, stopping.set))
 
         async def stop_when_asked() -> None:
             nonlocal state
             await stopping.wait()
-            state = "draining"  # /readyz: 503 from now on
-            await server.drain(grace)
-            web.should_exit = True
+            state = "draining"  # /readyz: 503 from now on; requests are still served
+            await _stop(web, server, cluster, 0.0 if web.interactive else drain_grace, grace)
 
-        async with server.running():
+        async with server.running(), _member(cluster, url):
             listener.listen(2048)  # only now: until then a balancer's connection is refused
             state = "ready"
             watcher = asyncio.ensure_future(stop_when_asked())
@@ -128,6 +166,22 @@ async def serve_http(
                 await web.serve(sockets=[listener])
             finally:
                 watcher.cancel()
+
+
+async def _stop(
+    web: _Uvicorn, server: McpServer, cluster: Replicated | None, pause: float, grace: float
+) -> None:
+    """Stop in the order that loses no request (see the module docstring)."""
+    if cluster is not None:
+        await cluster.leaving()
+    await asyncio.sleep(pause)
+    web.refuse()
+    await server.drain(grace)
+    web.should_exit = True
+
+
+def _member(cluster: Replicated | None, url: str) -> AbstractAsyncContextManager[None]:
+    return cluster.joined(url) if cluster is not None else contextlib.nullcontext()
 
 
 def guard(
@@ -182,9 +236,11 @@ def _config(
     security: TransportSecuritySettings,
     limits: Limits,
     state: Callable[[], str] = lambda: "ready",
+    cluster: Replicated | None = None,
 ) -> uvicorn.Config:
+    app = _app(server, host, tokens, security, limits)
     return uvicorn.Config(
-        Health(_app(server, host, tokens, security, limits), state),
+        Health(cluster.wrap(app, security) if cluster is not None else app, state),
         http=_head_limited(limits.head_s),
         log_level="warning",
         lifespan="on",

@@ -7,6 +7,9 @@ get a ``ToolsListChanged`` event on the ``subscriptions/listen`` streams they
 opened (at that protocol version the SDK drops bare change notifications). A
 change to tools a caller cannot see is not announced to it: each caller has its
 own listen bus, and a session hears of a change only when its list moved.
+Callers with the same grants see the same list, so they share one bus (a
+*topic*); with :class:`Peers` (``serve --redis``) each topic's bus is shared by
+every replica, and a change announced by one reaches the clients of all.
 The SDK keeps no public list of connections, so the server keeps its own: a
 connection joins when its handshake completes and leaves when it closes.
 
@@ -26,9 +29,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
+import functools
+import hashlib
 import sys
-from collections.abc import AsyncIterator, Iterable
-from typing import Any
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import mcp.types as types
 from loguru import logger
@@ -37,7 +44,13 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    ServerEvent,
+    SubscriptionBus,
+    ToolsListChanged,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agenthost._calls.results import ToolResult
@@ -49,9 +62,33 @@ from agenthost._serve.results import Answers, error
 from agenthost._serve.stdio import gated_stdio
 from agenthost._version import __version__
 
-__all__ = ["SESSION", "McpServer"]
+__all__ = ["SESSION", "McpServer", "Peers", "ToolsChanged"]
 
 SESSION = "mcp"  # the session MCP calls run as without a token: `--grant` grants it permissions
+
+
+@dataclass(frozen=True)
+class ToolsChanged(ToolsListChanged):
+    """A tool list change, with the fingerprint of the list it leads to: a bus shared by
+    replicas delivers each list once, however many replicas announce it."""
+
+    fingerprint: str = ""
+
+
+class Peers(Protocol):
+    """The other replicas of a cluster, as the server needs them."""
+
+    replica: str  # this replica's name, for messages
+    skew_s: float  # how long a call waits for a tool the cluster has and this replica not yet
+
+    def bus(self, topic: str, fingerprint: str) -> SubscriptionBus:
+        """The bus shared by every replica for callers whose grants hash to ``topic``
+        (``fingerprint``: their list here now, not news when another replica announces it)."""
+        ...
+
+    def elsewhere(self, name: str) -> tuple[str, frozenset[str]] | None:
+        """A live replica serving tool ``name`` and its permissions, or None."""
+        ...
 
 
 class _Server(Server[Any]):
@@ -77,12 +114,26 @@ class _Server(Server[Any]):
 class McpServer:
     """An MCP server over a :class:`PluginHost` whose tool list follows the registry."""
 
-    def __init__(self, host: PluginHost, *, grants: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        host: PluginHost,
+        *,
+        grants: Iterable[str] = (),
+        callers: Iterable[str] = (),
+        peers: Peers | None = None,
+    ) -> None:
+        """``callers`` are the sessions tokens name (``SESSION`` is always one): their lists
+        are announced to ``peers`` even while none of them is connected here."""
         self.host = host
         grants = tuple(grants)
         if grants:
             host.permissions.grant(SESSION, *grants)
-        self._listens: dict[str, tuple[InMemorySubscriptionBus, ListenHandler]] = {}
+        self.peers = peers
+        self._known = {SESSION, *callers}
+        self._topics: dict[str, tuple[SubscriptionBus, ListenHandler, str]] = {}  # and a caller
+        self._told: dict[str, str] = {}  # each topic's list as last announced, as a fingerprint
+        self._heard: dict[str, tuple[str, float]] = {}  # and as last delivered, and when
+        self._tick = asyncio.Event()  # set and replaced on every registry change
         self.server: Server[Any] = _Server(
             "agenthost",
             version=__version__,
@@ -95,9 +146,8 @@ class McpServer:
         )
         self._sessions: dict[int, ServerSession] = {}  # session-based connections, by id
         self._callers: dict[int, str] = {}  # whose each session is
-        self._seen: dict[str, int] = {}  # each caller's list as last told, as a fingerprint
         self._listings: dict[tuple[int, frozenset[str]], types.ListToolsResult] = {}
-        self._prints: dict[tuple[int, frozenset[str]], int] = {}  # each listing's fingerprint
+        self._prints: dict[tuple[int, frozenset[str]], str] = {}  # each listing's fingerprint
         self._calls: set[asyncio.Task[Any]] = set()  # handlers inside a tool call
         self._drained: set[asyncio.Task[Any]] = set()  # cancelled by drain(), not by a client
         self._closing = False
@@ -118,6 +168,8 @@ class McpServer:
         """Start the host on this loop (its events and changes reach us here), then stop it."""
         self._loop = asyncio.get_running_loop()
         await asyncio.to_thread(self.host.start)
+        for caller in self._known:  # the lists as loaded: a change from here on is news
+            self._topic(caller)
         try:
             yield
         finally:
@@ -143,7 +195,7 @@ class McpServer:
         """Stop following the registry and end the listen streams."""
         self._closing = True
         self._undo()
-        for _, handler in self._listens.values():
+        for _, handler, _ in self._topics.values():
             handler.close()
         for sender in list(self._senders.values()):
             sender.cancel()
@@ -151,18 +203,22 @@ class McpServer:
     async def drain(self, grace: float) -> None:
         """Refuse new calls, give those in flight ``grace`` seconds, cancel the rest.
 
-        A cancelled call still answers its client, with an error result saying why.
+        A cancelled call still answers its client, with an error result saying why. The
+        listen streams end last: a client re-listens at once, and the listener may be
+        closed by then, which some clients take as a reason to fail their calls too.
         """
-        self.close()
-        if not self._calls:
-            return
-        await asyncio.wait(set(self._calls), timeout=grace)
-        late = set(self._calls)  # still inside the tool: the rest are writing their answer
-        for task in late:
-            self._drained.add(task)
-            task.cancel()
-        if late:
-            await asyncio.wait(late, timeout=grace)
+        self._closing = True
+        try:
+            if self._calls:
+                await asyncio.wait(set(self._calls), timeout=grace)
+            late = set(self._calls)  # still inside the tool: the rest are writing their answer
+            for task in late:
+                self._drained.add(task)
+                task.cancel()
+            if late:
+                await asyncio.wait(late, timeout=grace)
+        finally:
+            self.close()
 
     # --- connections and change notifications ------------------------------------------------
     @property
@@ -185,7 +241,7 @@ class McpServer:
         if key in self._sessions:
             return
         caller = _caller()
-        self._seen.setdefault(caller, self._fingerprint(caller))
+        self._topic(caller)
         self._sessions[key] = ctx.session
         self._callers[key] = caller
         if connection is not None:
@@ -198,19 +254,27 @@ class McpServer:
     async def _listen(
         self, ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
-        """A 2026-07-28 listen stream, on its caller's own bus: a change is announced
-        only to the callers whose list it changes."""
-        caller = _caller()
-        if caller not in self._listens:
-            self._seen.setdefault(caller, self._fingerprint(caller))
-            bus = InMemorySubscriptionBus()
-            self._listens[caller] = (bus, ListenHandler(bus))
-        return await self._listens[caller][1](ctx, params)
+        """A 2026-07-28 listen stream, on its caller's topic: a change is announced only
+        to the callers whose list it changes."""
+        return await self._topics[self._topic(_caller())][1](ctx, params)
 
-    def _fingerprint(self, caller: str) -> int:
+    def _topic(self, caller: str) -> str:
+        """The topic of ``caller``'s grants, its bus made (and the list noted) on first use."""
+        granted = self.host.permissions.granted(caller)
+        topic = hashlib.sha256("\n".join(sorted(granted)).encode()).hexdigest()[:16]
+        if topic not in self._topics:
+            now = self._told.setdefault(topic, self._fingerprint(caller))
+            bus = self.peers.bus(topic, now) if self.peers else InMemorySubscriptionBus()
+            bus.subscribe(functools.partial(self._delivered, topic))
+            self._topics[topic] = (bus, ListenHandler(bus), caller)
+        return topic
+
+    def _fingerprint(self, caller: str) -> str:
+        """The same on every replica serving the same tools (``hash()`` is salted)."""
         key = self._key(caller)
         if key not in self._prints:
-            self._prints[key] = hash(self._listing(caller).model_dump_json())
+            text = self._listing(caller).model_dump_json()
+            self._prints[key] = hashlib.sha256(text.encode()).hexdigest()[:32]
         return self._prints[key]
 
     def _changed(self, change: RegistryChange) -> None:
@@ -221,29 +285,41 @@ class McpServer:
 
     def _schedule(self) -> None:
         """Coalesce changes: one notification in flight, one more if changes arrive meanwhile."""
+        self._tick.set()
+        self._tick = asyncio.Event()
         if self._notifying is not None and not self._notifying.done():
             self._again = True
             return
         self._notifying = asyncio.ensure_future(self._notify())
 
     async def _notify(self) -> None:
+        """Announce each topic whose list moved on its bus; what the bus delivers is told
+        (see :meth:`_delivered`). A change to tools a caller cannot see moves no list of its."""
         while True:
             self._again = False
-            moved = {c for c in {*self._callers.values(), *self._listens} if self._moved(c)}
-            for caller in moved & self._listens.keys():
-                await self._listens[caller][0].publish(ToolsListChanged())  # never waits
-            for key, session in list(self._sessions.items()):
-                if self._callers.get(key) in moved:
-                    self._tell(key, session)
+            for topic, (bus, _, caller) in list(self._topics.items()):
+                now = self._fingerprint(caller)
+                if self._told.get(topic) != now:
+                    self._told[topic] = now
+                    await bus.publish(ToolsChanged(fingerprint=now))
             if not self._again:
                 return
 
-    def _moved(self, caller: str) -> bool:
-        """Whether ``caller``'s list changed since it was last told; a change to tools
-        it cannot see is none of its business."""
-        now = self._fingerprint(caller)
-        before, self._seen[caller] = self._seen.get(caller), now
-        return before != now
+    def announce(self) -> None:
+        """Announce every list again: the bus was away, and other replicas may have missed
+        a change (a bus delivers a list it already delivered to nobody)."""
+        self._told.clear()
+        self._schedule()
+
+    def _delivered(self, topic: str, event: ServerEvent) -> None:
+        """A bus delivered a change of ``topic``'s list: tell its sessions (listen streams
+        hear it from the bus themselves). Called on this loop; must not raise."""
+        fingerprint = event.fingerprint if isinstance(event, ToolsChanged) else ""
+        self._heard[topic] = (fingerprint, time.monotonic())
+        for key, session in list(self._sessions.items()):
+            caller = self._callers.get(key)
+            if caller is not None and self._topic(caller) == topic:
+                self._tell(key, session)
 
     def _tell(self, key: int, session: ServerSession) -> None:
         """Tell one session, from a sender of its own: a session that stops reading holds
@@ -269,7 +345,32 @@ class McpServer:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return self._listing(_caller())
+        caller = _caller()
+        if self.peers is not None:
+            await self._caught_up(caller)
+        return self._listing(caller)
+
+    async def _caught_up(self, caller: str) -> None:
+        """Wait, bounded, until this replica lists what another announced for ``caller``:
+        a client that heard of a change from the bus would otherwise list the old tools
+        and never hear of them again."""
+        assert self.peers is not None
+        topic = self._topic(caller)
+        heard = self._heard.get(topic)
+        if heard is None:
+            return
+        deadline = heard[1] + self.peers.skew_s
+        await self._until(lambda: self._fingerprint(caller) == heard[0], deadline)
+
+    async def _until(self, done: Callable[[], bool], deadline: float) -> bool:
+        """Whether ``done()`` became true, checked after each registry change, by ``deadline``."""
+        while not done():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._tick.wait(), left)
+        return True
 
     def _key(self, session: str) -> tuple[int, frozenset[str]]:
         """What a listing depends on: callers with the same grants share one."""
@@ -304,6 +405,10 @@ class McpServer:
             return error(f"tool {name!r} was not run: the server is shutting down")
         info = self.host.tool(name)
         session = _caller()
+        if info is None and self.peers is not None:
+            info, lagging = await self._arrival(name, session)
+            if info is None and lagging:
+                return self._answers.answer(ToolResult.fail("unknown_tool", lagging), None)
         if info is None or not self._served(info, session):
             return self._unknown(name, info, session)
         arguments = params.arguments or {}
@@ -331,6 +436,25 @@ class McpServer:
             if latest is not None and latest is not info:
                 answer = self._answers.answer(result, latest)
         return answer
+
+    async def _arrival(self, name: str, session: str) -> tuple[ToolInfo | None, str]:
+        """A tool another replica serves and this one has not loaded yet (their plugin
+        directories are synced one after the other): wait for it, bounded. Returns the
+        tool, or why it never came (empty when no replica this caller may use has it)."""
+        assert self.peers is not None
+        where = self.peers.elsewhere(name)
+        if where is None or self.host.permissions.missing(session, where[1]):
+            return None, ""
+        deadline = time.monotonic() + self.peers.skew_s
+        await self._until(lambda: self.host.tool(name) is not None, deadline)
+        info = self.host.tool(name)
+        if info is not None:
+            return info, ""
+        return None, (
+            f"unknown tool {name[:200]!r} on replica {self.peers.replica}: replica {where[0]} "
+            f"serves it, but this replica has not loaded it within {self.peers.skew_s:g} s "
+            "(its plugin directory lags behind; sync it, or check its log for a failed load)"
+        )
 
     def _unknown(self, name: str, info: ToolInfo | None, session: str) -> types.CallToolResult:
         """A tool this caller may not see answers as one that does not exist, with close

@@ -115,13 +115,18 @@ class TokenTable:
     Tokens are looked up by their SHA-256 digest, so lookups take the same time
     whatever the token shares with a real one. The access token's subject is the
     session; its client id is unique per token, so one caller cannot use the
-    HTTP session another token opened, even under the same session name.
+    HTTP session another token opened, even under the same session name. The id
+    comes from the token's digest, not its place in the file: every replica of a
+    cluster names a token alike.
     """
 
     def __init__(self, callers: Mapping[str, Caller]) -> None:
+        digests = {
+            hashlib.sha256(token.encode()).digest(): caller for token, caller in callers.items()
+        }
         self._by_digest = {
-            hashlib.sha256(token.encode()).digest(): (f"token-{index}", caller)
-            for index, (token, caller) in enumerate(callers.items())
+            digest: (f"token-{hashlib.sha256(digest).hexdigest()[:16]}", caller)
+            for digest, caller in digests.items()
         }
 
     async def verify_token(self, token: str) -> AccessToken | None:

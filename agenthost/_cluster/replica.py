@@ -1,0 +1,253 @@
+"""This process as one replica of a cluster (``serve --http ... --redis URL``).
+
+Redis holds one record per replica under ``<name>:replica:<id>``: its address,
+state, agenthost version, the content hash of each plugin it serves and, by a
+hash of each name, the tools and their permissions. A heartbeat rewrites it every
+:data:`BEAT_S` seconds with a time to live of :data:`TTL_S`, so a killed replica
+drops out by itself; a clean stop deletes it. The id is new on every start, so a
+session id a dead process handed out can never reach its successor. Each beat
+also reads every other record: routing a session to its owner needs no Redis
+round trip, and keeps working from the last read while Redis is away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import httpx2
+import redis.asyncio as aioredis
+from loguru import logger
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.server.subscriptions import ServerEvent, SubscriptionBus
+from mcp.server.transport_security import TransportSecuritySettings
+from redis.exceptions import RedisError
+
+from agenthost._cluster.bus import RedisSubscriptionBus, decode, encode
+from agenthost._cluster.edge import Edge
+from agenthost._cluster.keys import Ring, RingCodec, new_key, parse_ring
+from agenthost._cluster.record import Member, tool_key
+from agenthost._serve.server import McpServer
+from agenthost._version import __version__
+
+__all__ = ["BEAT_S", "TTL_S", "Replica"]
+
+BEAT_S = 1.0  # seconds between heartbeats
+TTL_S = 5.0  # seconds a replica's record outlives its last heartbeat
+TIMEOUT_S = 1.0  # seconds any one Redis command may take: Redis is never on a call's path
+
+
+class Replica:
+    """Membership, the shared bus and the key ring, for one :class:`McpServer`.
+
+    It is the server's ``Peers`` (buses and where a tool is served) and the HTTP
+    server's ``Replicated`` (the edge, membership while it listens, readiness).
+    """
+
+    def __init__(
+        self,
+        server: McpServer,
+        url: str,
+        *,
+        name: str = "agenthost",
+        advertise: str | None = None,
+        state_keys: Sequence[str] = (),
+        skew_s: float = 2.0,
+    ) -> None:
+        self.replica = secrets.token_hex(4)
+        self.skew_s = skew_s
+        self.name = name
+        self.server = server
+        self.ring = Ring(state_keys)
+        self.members: dict[str, Member] = {}
+        self._url = advertise
+        self._redis = aioredis.Redis.from_url(
+            url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S,
+            health_check_interval=10,
+        )  # fmt: skip
+        self._buses: dict[str, RedisSubscriptionBus] = {}
+        self._beating = self._hearing = False  # whether the last beat / the bus got through
+        self._state = "ready"
+        self._started = time.time()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._http: httpx2.AsyncClient | None = None
+        server.server.middleware.append(  # a multi-round-trip request continues on any replica
+            RequestStateBoundary(
+                RequestStateSecurity(codec=RingCodec(self.ring)),
+                default_audience=f"agenthost/{name}",
+            )
+        )
+        server.peers = self
+
+    # --- Peers: what the MCP server asks ----------------------------------------------------
+    def bus(self, topic: str, fingerprint: str) -> SubscriptionBus:
+        if topic not in self._buses:
+
+            async def send(event: ServerEvent) -> bool:
+                return await self._publish(encode(topic, self.replica, event))
+
+            self._buses[topic] = RedisSubscriptionBus(send, fingerprint)
+        return self._buses[topic]
+
+    def elsewhere(self, name: str) -> tuple[str, frozenset[str]] | None:
+        key = tool_key(name)
+        for member in self.members.values():
+            if member.replica != self.replica and member.state == "ready" and key in member.tools:
+                return member.replica, frozenset(member.tools[key])
+        return None
+
+    # --- Replicated: what the HTTP server asks ---------------------------------------------
+    def wrap(self, app: Any, security: TransportSecuritySettings) -> Any:
+        return Edge(app, self, security)
+
+    def state(self) -> str:
+        return "ready" if self._beating and self._hearing else "degraded"
+
+    async def leaving(self) -> None:
+        self._state = "draining"
+        with contextlib.suppress(RedisError, OSError):
+            await self._beat()
+
+    @contextlib.asynccontextmanager
+    async def joined(self, url: str) -> AsyncIterator[None]:
+        """Be a member while the server at ``url`` listens (the first beat is waited for,
+        briefly: a replica that cannot reach Redis serves alone until it can)."""
+        self._url = self._url or url
+        with contextlib.suppress(RedisError, OSError, asyncio.TimeoutError):
+            await asyncio.wait_for(self._first_beat(), 2 * TIMEOUT_S)
+        self._tasks = [asyncio.ensure_future(self._beats()), asyncio.ensure_future(self._hear())]
+        try:
+            yield
+        finally:
+            for task in self._tasks:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            with contextlib.suppress(RedisError, OSError, asyncio.TimeoutError):
+                await asyncio.wait_for(self._redis.delete(self._key(self.replica)), TIMEOUT_S)
+            with contextlib.suppress(RedisError, OSError):
+                await self._redis.aclose()
+            if self._http is not None:
+                await self._http.aclose()
+
+    def http(self) -> httpx2.AsyncClient:
+        """The client requests are relayed with: no read timeout (an event stream may be
+        quiet for as long as it likes; the client's own timeout bounds a call)."""
+        if self._http is None:
+            self._http = httpx2.AsyncClient(
+                timeout=httpx2.Timeout(connect=TIMEOUT_S, read=None, write=30.0, pool=5.0),
+                limits=httpx2.Limits(max_connections=None, max_keepalive_connections=64),
+                trust_env=False,
+            )
+        return self._http
+
+    def lost(self, replica: str) -> None:
+        """``replica`` refused a connection: forget it until its record says otherwise."""
+        self.members.pop(replica, None)
+
+    async def owner(self, replica: str) -> Member | None:
+        """The live member ``replica``, read again from Redis when not known yet."""
+        if replica not in self.members:
+            with contextlib.suppress(RedisError, OSError, asyncio.TimeoutError):
+                await asyncio.wait_for(self._read_members(), TIMEOUT_S)
+        return self.members.get(replica)
+
+    # --- Redis ------------------------------------------------------------------------------
+    def _key(self, replica: str) -> str:
+        return f"{self.name}:replica:{replica}"
+
+    def _record(self) -> str:
+        host = self.server.host
+        tools = {tool_key(i.name): sorted(i.permissions) for i in host.tools()
+                 if not i.definition_only}  # fmt: skip
+        plugins = {p.name: p.content_hash for p in host.plugins() if p.status == "loaded"}
+        return json.dumps({
+            "replica": self.replica, "url": self._url, "state": self._state,
+            "started": self._started, "version": __version__, "plugins": plugins,
+            "tools": tools, "beat": time.time(),
+        })  # fmt: skip
+
+    async def _first_beat(self) -> None:
+        await self._beat()
+        await self._read_members()
+
+    async def _beat(self) -> None:
+        """Write this replica's record, and make sure the ring is in Redis."""
+        await self._redis.set(self._key(self.replica), self._record(), px=int(TTL_S * 1000))
+        if not self.ring.given:
+            ring_key = f"{self.name}:statekeys"
+            offered = json.dumps(self.ring.keys or [new_key()])
+            await self._redis.set(ring_key, offered, nx=True)  # the first one wins
+            self.ring.adopt(parse_ring(await self._redis.get(ring_key)))
+        self._beating = True
+
+    async def _read_members(self) -> None:
+        keys = [key async for key in self._redis.scan_iter(match=self._key("*"), count=200)]
+        found: dict[str, Member] = {}
+        for text in await self._redis.mget(keys) if keys else []:
+            member = Member.parse(text) if text else None
+            if member is not None:
+                found[member.replica] = member
+        self.members = found
+
+    async def _beats(self) -> None:
+        was = True
+        while True:
+            try:
+                await asyncio.wait_for(self._first_beat(), 2 * TIMEOUT_S)
+            except (RedisError, OSError, asyncio.TimeoutError) as exc:
+                self._beating = False
+                if was:
+                    logger.warning("cluster: Redis is unreachable ({}); serving alone", exc)
+            else:
+                if not was:
+                    logger.info("cluster: Redis is back")
+            was = self._beating
+            await asyncio.sleep(BEAT_S)
+
+    async def _publish(self, message: str) -> bool:
+        try:
+            await asyncio.wait_for(self._redis.publish(self._channel, message), TIMEOUT_S)
+        except (RedisError, OSError, asyncio.TimeoutError):
+            return False
+        return True
+
+    @property
+    def _channel(self) -> str:
+        return f"{self.name}:events"
+
+    async def _hear(self) -> None:
+        """Deliver what other replicas announce, over one connection, reconnecting after
+        Redis went away (and then announcing this replica's lists, which others missed)."""
+        pause = 0.1
+        while True:
+            pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self._channel)
+                self._hearing, pause = True, 0.1
+                self.server.announce()
+                while True:
+                    message = await pubsub.get_message(timeout=BEAT_S)
+                    if message is not None:
+                        self._heard(message["data"])
+            except (RedisError, OSError) as exc:
+                logger.debug("cluster: the bus is down: {}", exc)
+            finally:
+                self._hearing = False
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, BEAT_S)
+
+    def _heard(self, data: str | bytes) -> None:
+        decoded = decode(data)
+        if decoded is None:
+            return
+        topic, _, event = decoded
+        bus = self._buses.get(topic)
+        if bus is not None:
+            bus.deliver(event)
