@@ -22,13 +22,13 @@ from typing import BinaryIO, TextIO
 
 from loguru import logger
 
-from agenthost._cli import call, check, listing, new, schema, serve, watch
+from agenthost._cli import call, check, cluster, listing, new, schema, serve, watch
 from agenthost._common.text import inert
 from agenthost._version import __version__
 
 __all__ = ["main", "parser"]
 
-COMMANDS = (watch, listing, check, new, call, serve, schema)  # in the order --help lists them
+COMMANDS = (watch, listing, check, new, call, serve, cluster, schema)  # the order of --help
 
 
 def parser() -> argparse.ArgumentParser:

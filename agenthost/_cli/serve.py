@@ -277,12 +277,9 @@ def _cluster(args: argparse.Namespace, server: McpServer) -> Replica | int:
 
 
 def _masked(url: str) -> str:
-    """A Redis URL as it may be printed: without its password."""
-    head, at, tail = url.rpartition("@")
-    if not at:
-        return url
-    scheme, _, _ = head.partition("://")
-    return f"{scheme}://***@{tail}"
+    from agenthost._cluster.status import masked
+
+    return masked(url)
 
 
 def _host(args: argparse.Namespace, audiences: Sequence[Audience]) -> PluginHost:

@@ -31,7 +31,7 @@ from redis.exceptions import RedisError
 from agenthost._cluster.bus import RedisSubscriptionBus, decode, encode
 from agenthost._cluster.edge import Edge
 from agenthost._cluster.keys import Ring, RingCodec, new_key, parse_ring
-from agenthost._cluster.record import Member, tool_key
+from agenthost._cluster.record import Member, members_pattern, tool_key
 from agenthost._serve.server import McpServer
 from agenthost._version import __version__
 
@@ -186,7 +186,9 @@ class Replica:
         self._beating = True
 
     async def _read_members(self) -> None:
-        keys = [key async for key in self._redis.scan_iter(match=self._key("*"), count=200)]
+        pattern = members_pattern(self.name)
+        keys = [key async for key in self._redis.scan_iter(match=pattern, count=200)
+                if key.count(b":") == pattern.count(":")]  # fmt: skip  # not a longer name's
         found: dict[str, Member] = {}
         for text in await self._redis.mget(keys) if keys else []:
             member = Member.parse(text) if text else None
