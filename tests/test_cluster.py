@@ -9,6 +9,7 @@ connection per request where it matters, so nothing sticks to one replica.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 import signal
@@ -18,9 +19,11 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import httpx2
 import pytest
+import redis
 from helpers import replace_atomically, write
 from mcp_clients import (
     LIVENESS,
@@ -31,9 +34,12 @@ from mcp_clients import (
     connect,
     environment,
     names,
+    probe,
+    text,
 )
 from services import Nginx, RedisServer, free_port, need_services
 
+T = TypeVar("T")
 MODES = ["legacy", MODERN]
 TOKENS = {f"token-{n:02d}-0123456789abcdef": {"session": f"caller{n}"} for n in range(12)}
 TOKEN = list(TOKENS)
@@ -68,11 +74,6 @@ def extra(text: str) -> str:
     """Only in some copies of the directory."""
     return text + "+"
 '''
-
-
-@pytest.fixture(autouse=True)
-def _services() -> None:
-    need_services()
 
 
 @dataclass
@@ -114,7 +115,7 @@ class Replica:
     def ready(self) -> bool:
         assert self.process is not None
         assert self.process.poll() is None, f"replica exited:\n{self.output()}"
-        return "serving MCP at" in self.output()
+        return re.search(r"replica \w+ of cluster", self.output()) is not None
 
     @property
     def rid(self) -> str:
@@ -154,6 +155,7 @@ def cluster(
     redis_server: RedisServer | None = None,
 ) -> Iterator[tuple[list[Replica], Nginx | None, RedisServer]]:
     """Redis, a replica per directory, and nginx in front of them; all stopped after."""
+    need_services()
     with ExitStack() as stack:
         if redis_server is None:
             redis_server = stack.enter_context(RedisServer(tmp_path / "redis"))
@@ -184,8 +186,8 @@ def plugins(tmp_path: Path, name: str = "plugins") -> Path:
     return directory
 
 
-def run(scenario: Awaitable[None]) -> None:
-    asyncio.run(asyncio.wait_for(scenario, 120))
+def run(scenario: Awaitable[T]) -> T:
+    return asyncio.run(asyncio.wait_for(scenario, 120))
 
 
 async def heard_exactly(clients: Sequence[Changes], times: int) -> None:
@@ -256,13 +258,443 @@ async def shout(client: Any, words: str) -> Any:
     return result.structured_content["result"]
 
 
-async def _all_reloaded(replicas: Sequence[Replica], plugin: str) -> None:
-    """Every replica logged the reload (so each has announced it on the bus)."""
+async def _all_reloaded(replicas: Sequence[Replica], plugin: str, times: int = 1) -> None:
+    """Every replica logged ``times`` reloads (so each has announced them on the bus)."""
 
     async def done() -> bool:
-        return all(r.output().count(f"reloaded {plugin}") >= 1 for r in replicas)
+        return all(r.output().count(f"reloaded {plugin}") >= times for r in replicas)
 
     deadline = time.monotonic() + LIVENESS
     while not await done():
         assert time.monotonic() < deadline, [r.output() for r in replicas]
         await asyncio.sleep(0.02)
+
+
+# --- the bus ------------------------------------------------------------------------------
+def test_a_change_on_one_replica_reaches_the_clients_of_another_once(tmp_path: Path) -> None:
+    first, second = plugins(tmp_path, "a"), plugins(tmp_path, "b")
+    with cluster(tmp_path, [first, second], nginx=False) as (replicas, _, _):
+        a, b = replicas
+
+        async def scenario() -> None:
+            async with (
+                connect(a.url, MODERN, token=TOKEN[0]) as (_, on_a),
+                connect(b.url, MODERN, token=TOKEN[1]) as (listener, on_b),
+                connect(b.url, "legacy", token=TOKEN[2]) as (session, on_b_too),
+            ):
+                replace_atomically(first / "shout.py", SHOUT.format(n=1, suffix="!"))
+                await on_a.next()
+                heard = time.monotonic()
+                await asyncio.gather(on_b.next(), on_b_too.next())
+                # B has not loaded it: only the bus told its clients, a moment after A's
+                assert time.monotonic() - heard < 0.2
+                assert "reloaded" not in b.output()
+                # B's list waits for B's copy, which the operator syncs a little later
+                syncing = asyncio.get_running_loop().call_later(
+                    0.3, replace_atomically, second / "shout.py", SHOUT.format(n=1, suffix="!")
+                )
+                listed = {t.name: t for t in (await session.list_tools()).tools}
+                assert "generation 1" in (listed["shout"].description or "")
+                assert await shout(listener, "x") == "X!"
+                # B's own reload of the same edit is no news to anyone
+                await _all_reloaded([b], "shout")
+                syncing.cancel()
+                replace_atomically(first / "shout.py", SHOUT.format(n=2, suffix="?"))
+                replace_atomically(second / "shout.py", SHOUT.format(n=2, suffix="?"))
+                everyone = [on_a, on_b, on_b_too]
+                await heard_exactly(everyone, 1)
+                await _all_reloaded([a, b], "shout", times=2)
+                assert all(c.seen.empty() for c in everyone)
+
+        run(scenario())
+
+
+def test_a_call_for_a_tool_another_replica_has_waits_for_this_one_to_load_it(
+    tmp_path: Path,
+) -> None:
+    first, second = plugins(tmp_path, "a"), plugins(tmp_path, "b")
+    with cluster(tmp_path, [first, second], nginx=False) as (replicas, _, _):
+        a, b = replicas
+
+        async def scenario() -> None:
+            async with (
+                connect(a.url, MODERN, token=TOKEN[0]) as (on_a, changes),
+                connect(b.url, MODERN, token=TOKEN[0]) as (on_b, _),
+            ):
+                write(first / "extra.py", EXTRA)
+                await changes.next()
+                assert "extra" in await names(on_a)
+                await _listed_in_redis(a, "extra")
+                # the operator's sync reaches B's copy a second later: B's call waits for it
+                loop = asyncio.get_running_loop()
+                loop.call_later(1.0, write, second / "extra.py", EXTRA)
+                result = await on_b.call_tool("extra", {"text": "b"})
+                assert not result.is_error, result
+                assert result.structured_content == {"result": "b+"}
+                # one that never arrives: after the wait, a clear error naming the laggard
+                write(first / "other.py", EXTRA.replace("def extra", "def other"))
+                await changes.next()
+                await _listed_in_redis(a, "other")
+                started = time.monotonic()
+                missing = await on_b.call_tool("other", {"text": "b"})
+                waited = time.monotonic() - started
+                assert missing.is_error
+                assert text(missing).startswith("Error (unknown_tool): unknown tool 'other' on ")
+                assert f"replica {b.rid}" in text(missing)
+                assert f"replica {a.rid}" in text(missing)
+                assert waited >= 1.9  # the default --skew-wait, not an answer at once
+                # a tool no replica has answers at once, as ever
+                started = time.monotonic()
+                nowhere = await on_b.call_tool("nowhere", {})
+                assert text(nowhere) == "Error (unknown_tool): unknown tool 'nowhere'"
+                assert time.monotonic() - started < 1.9
+
+        run(scenario())
+
+
+async def _listed_in_redis(replica: Replica, tool: str) -> None:
+    """The replica's record says it serves ``tool`` (its next heartbeat, within a second)."""
+    key = hashlib.sha256(tool.encode()).hexdigest()[:16]
+    client = redis.Redis.from_url(replica.redis)
+    try:
+        deadline = time.monotonic() + LIVENESS
+        while True:
+            record = client.get(f"agenthost:replica:{replica.rid}")
+            if record and key in json.loads(record)["tools"]:
+                return
+            assert time.monotonic() < deadline, f"{tool} not in {replica.rid}'s record"
+            await asyncio.sleep(0.05)
+    finally:
+        client.close()
+
+
+# --- a replica dies, Redis goes away ------------------------------------------------------
+@dataclass
+class Caller:
+    """One client calling in a loop through nginx, reconnecting when its session is gone."""
+
+    n: int
+    mode: str
+    url: str
+    ok: list[float] = field(default_factory=list)
+    failed: list[tuple[float, str]] = field(default_factory=list)
+    hung: int = 0
+    sessions: list[str] = field(default_factory=list)
+
+    async def loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                async with connect(
+                    self.url, self.mode, token=TOKEN[self.n], sessions=self.sessions
+                ) as (client, _):
+                    while not stop.is_set():
+                        await self._call(client)
+            except Exception as exc:  # noqa: BLE001 - the session is gone: open another
+                self.failed.append((time.monotonic(), f"session: {exc!r}"[:300]))
+
+    async def _call(self, client: Any) -> None:
+        try:
+            result = await asyncio.wait_for(client.call_tool("slow", {"seconds": 0.02}), LIVENESS)
+        except asyncio.TimeoutError:
+            self.hung += 1
+            raise
+        if result.is_error:
+            self.failed.append((time.monotonic(), text(result)))
+        else:
+            self.ok.append(time.monotonic())
+
+    def after(self, moment: float) -> list[float]:
+        return [t for t in self.ok if t > moment]
+
+
+def callers(url: str, count: int) -> list[Caller]:
+    return [Caller(n, MODES[n % 2], url) for n in range(count)]
+
+
+async def calling(
+    group: Sequence[Caller], stop: asyncio.Event, enough: Callable[[], bool]
+) -> list[asyncio.Task[None]]:
+    tasks = [asyncio.ensure_future(c.loop(stop)) for c in group]
+    deadline = time.monotonic() + LIVENESS * 3
+    while not enough():
+        assert time.monotonic() < deadline, [(c.ok[-1:], c.failed[-3:]) for c in group]
+        assert not any(t.done() for t in tasks), [t.exception() for t in tasks if t.done()]
+        await asyncio.sleep(0.02)
+    return tasks
+
+
+def test_a_replica_killed_under_load_costs_only_its_calls_in_flight_and_rejoins(
+    tmp_path: Path,
+) -> None:
+    directory = plugins(tmp_path)
+    with cluster(tmp_path, [directory] * 3) as (replicas, balancer, redis_server):
+        assert balancer is not None
+        victim, survivors = replicas[0], replicas[1:]
+        old_rid = victim.rid
+        group = callers(f"{balancer.url}/mcp", 8)
+
+        async def scenario() -> float:
+            stop = asyncio.Event()
+            tasks = await calling(group, stop, lambda: all(len(c.ok) >= 20 for c in group))
+            killed = time.monotonic()
+            await asyncio.to_thread(victim.kill)
+            await calling(group, stop, lambda: all(len(c.after(killed)) >= 20 for c in group))
+            stop.set()
+            await asyncio.gather(*tasks)
+            return killed
+
+        killed = run(scenario())
+        assert all(c.hung == 0 for c in group)
+        for c in group:
+            # a call in flight on (or relayed through) the killed replica fails; a session it
+            # owned is gone too (404: the client opens a new one); nothing else fails
+            assert len(c.failed) <= 3, c.failed
+            assert all(t >= killed for t, _ in c.failed), c.failed
+            assert c.after(killed)[0] - killed < 2.0, (c.mode, c.failed)
+        client = redis.Redis.from_url(redis_server.url)
+        try:
+            until(
+                lambda: client.get(f"agenthost:replica:{old_rid}") is None,
+                "the dead replica's record expires",
+                timeout=8,
+            )
+            victim.launch()
+            until(victim.ready, "the replica restarts on its port")
+            assert victim.rid != old_rid
+            assert all(r.process and r.process.poll() is None and r.starts == 1 for r in survivors)
+            rids = {r.rid for r in replicas}
+            until(
+                lambda: (
+                    {k.decode().rsplit(":", 1)[1] for k in client.keys("agenthost:replica:*")}
+                    == rids
+                ),
+                "the restarted replica rejoins",
+            )
+        finally:
+            client.close()
+
+        async def served_by_all() -> None:
+            async with connect(victim.url, "legacy", token=TOKEN[0]) as (session, _):
+                for _ in range(6):  # through every replica in turn
+                    assert await shout(session, "z") == "Z"
+
+        run(served_by_all())
+
+
+def test_redis_going_away_under_load_fails_no_call_and_the_bus_resumes(tmp_path: Path) -> None:
+    first, second = plugins(tmp_path, "a"), plugins(tmp_path, "b")
+    with cluster(tmp_path, [first, second]) as (replicas, balancer, redis_server):
+        assert balancer is not None
+        group = callers(f"{balancer.url}/mcp", 4)
+
+        def readiness() -> set[str]:
+            return {probe(r.url, "/readyz")[1] for r in replicas}
+
+        async def scenario() -> None:
+            stop = asyncio.Event()
+            tasks = await calling(group, stop, lambda: all(len(c.ok) >= 10 for c in group))
+            await asyncio.to_thread(redis_server.stop)
+            gone = time.monotonic()
+            await eventually_true(lambda: readiness() == {'{"status": "degraded"}'})
+            await calling(group, stop, lambda: all(len(c.after(gone)) >= 20 for c in group))
+            await asyncio.to_thread(redis_server.start)
+            back = time.monotonic()
+            await eventually_true(lambda: readiness() == {'{"status": "ready"}'})
+            await calling(group, stop, lambda: all(len(c.after(back)) >= 10 for c in group))
+            stop.set()
+            await asyncio.gather(*tasks)
+            # the bus is back: a change to A's copy alone reaches a client of B
+            async with connect(replicas[1].url, MODERN, token=TOKEN[9]) as (_, changes):
+                replace_atomically(first / "shout.py", SHOUT.format(n=1, suffix="!"))
+                await changes.next()
+
+        run(scenario())
+        assert all(c.failed == [] and c.hung == 0 for c in group), [c.failed for c in group]
+        for replica in replicas:
+            assert "Traceback" not in replica.output(), replica.output()
+
+
+async def eventually_true(check: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + LIVENESS
+    while not await asyncio.to_thread(check):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+
+
+def test_sigterm_under_load_answers_until_the_port_closes_and_fails_no_call(
+    tmp_path: Path,
+) -> None:
+    directory = plugins(tmp_path)
+    with cluster(tmp_path, [directory] * 3) as (replicas, balancer, _):
+        assert balancer is not None
+        victim = replicas[0]
+        group = callers(f"{balancer.url}/mcp", 8)
+        states: list[str] = []
+
+        def closed() -> bool:
+            try:
+                states.append(probe(victim.url, "/readyz")[1])
+            except OSError:
+                return True
+            return False
+
+        async def scenario() -> tuple[float, dict[int, str]]:
+            stop = asyncio.Event()
+            tasks = await calling(group, stop, lambda: all(len(c.ok) >= 10 for c in group))
+            owners = {c.n: c.sessions[-1].partition(".")[0] for c in group if c.sessions}
+            victim.process.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+            asked = time.monotonic()
+            await eventually_true(closed)
+            gone = time.monotonic()
+            await calling(group, stop, lambda: all(len(c.after(gone)) >= 10 for c in group))
+            stop.set()
+            await asyncio.gather(*tasks)
+            return asked, owners
+
+        _asked, owners = run(scenario())
+        assert victim.process is not None
+        assert victim.process.wait(LIVENESS) == 0
+        # /readyz said so at once, while the port still answered; then the port closed
+        assert states, "the port closed before /readyz answered once"
+        assert set(states) == {'{"status": "draining"}'}, states
+        for c in group:
+            assert c.hung == 0
+            assert not any("shutting down" in why for _, why in c.failed), c.failed
+            if owners.get(c.n) == victim.rid:
+                continue  # its session lived in the stopped replica: the client opens another
+            assert c.failed == [], (c.mode, c.failed)
+        assert any(owner != victim.rid for owner in owners.values())
+
+
+# --- what crosses between replicas ----------------------------------------------------------
+def test_a_relayed_request_is_never_relayed_again_and_a_forged_hop_vouches_for_nobody(
+    tmp_path: Path,
+) -> None:
+    with cluster(tmp_path, [plugins(tmp_path)] * 2, nginx=False) as (replicas, _, _):
+        a, b = replicas
+        sessions: list[str] = []
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+
+        def post(sid: str, **extra: str) -> httpx2.Response:
+            headers = {
+                "authorization": f"Bearer {TOKEN[0]}",
+                "accept": "application/json, text/event-stream",
+                "mcp-protocol-version": "2025-11-25",
+                "mcp-session-id": sid,
+                **extra,
+            }
+            return httpx2.post(b.url, json=body, headers=headers)
+
+        async def scenario() -> None:
+            async with connect(a.url, "legacy", token=TOKEN[0], sessions=sessions) as (c, _):
+                assert await shout(c, "a") == "A"
+                sid = sessions[-1]
+                assert sid.startswith(f"{a.rid}.")
+                relayed = await asyncio.to_thread(post, sid)  # B relays it to A
+                assert relayed.status_code == 200
+                assert "shout" in relayed.text
+                hop = f"{b.rid}|{time.time()}|10.9.9.9|forged"
+                looped = await asyncio.to_thread(post, sid, **{"x-agenthost-hop": hop})
+                assert looped.status_code == 404  # a hop names its target: never sent on
+                assert looped.json()["error"]["message"] == "Session not found"
+                unknown = await asyncio.to_thread(post, f"{'0' * 8}.{sid.partition('.')[2]}")
+                assert unknown.status_code == 404  # an owner no replica knows of: gone
+
+        run(scenario())
+
+
+def test_the_hop_signature_binds_target_request_client_and_time() -> None:
+    from agenthost._cluster.keys import HOP_SKEW_S, Ring
+
+    ring, other = Ring(["k1"]), Ring(["k2"])
+    header = ring.sign("r2", "10.0.0.7", "POST", "r2.abc")
+    assert ring.verify(header, "r2", "POST", "r2.abc") == "10.0.0.7"
+    assert Ring(["k0", "k1"]).verify(header, "r2", "POST", "r2.abc") == "10.0.0.7"  # rotation
+    assert other.verify(header, "r2", "POST", "r2.abc") is None
+    assert ring.verify(header, "r3", "POST", "r2.abc") is None
+    assert ring.verify(header, "r2", "GET", "r2.abc") is None
+    assert ring.verify(header, "r2", "POST", "r2.abd") is None
+    to, when, client, mac = header.split("|")
+    assert ring.verify(f"{to}|{when}|10.0.0.8|{mac}", "r2", "POST", "r2.abc") is None
+    stale = float(when) - HOP_SKEW_S - 1
+    assert ring.verify(f"{to}|{stale}|{client}|{mac}", "r2", "POST", "r2.abc") is None
+    for junk in ["", "|||", "r2|nan|x|", "r2|inf|x|y", "r2|1e400|x|y", "\x00" * 99]:
+        assert ring.verify(junk, "r2", "POST", "r2.abc") is None
+    assert Ring().verify(Ring().sign("r2", "x", "POST", "s"), "r2", "POST", "s") is None
+
+
+def test_the_key_ring_is_shared_and_rebuilt_after_redis_loses_it(tmp_path: Path) -> None:
+    from mcp.server.request_state import AESGCMRequestStateCodec, InvalidRequestState
+
+    with cluster(tmp_path, [plugins(tmp_path)] * 2, nginx=False) as (_, _, redis_server):
+        client = redis.Redis.from_url(redis_server.url)
+        try:
+            ring = json.loads(until(lambda: client.get("agenthost:statekeys"), "a ring"))
+            assert len(ring) == 1
+            assert len(bytes.fromhex(ring[0])) == 32
+            sealed = AESGCMRequestStateCodec(ring).seal(b"round 1")
+            redis_server.stop()
+            redis_server.start()  # empty: the replicas put back the ring they share
+            again = until(lambda: client.get("agenthost:statekeys"), "the ring back", 5)
+            assert json.loads(again) == ring
+            assert AESGCMRequestStateCodec(json.loads(again)).unseal(sealed) == b"round 1"
+            with pytest.raises(InvalidRequestState):
+                AESGCMRequestStateCodec(["00" * 32]).unseal(sealed)
+        finally:
+            client.close()
+
+
+def test_given_state_keys_are_used_and_never_written_to_redis(tmp_path: Path) -> None:
+    key = "ab" * 32
+    with cluster(tmp_path, [plugins(tmp_path)], "--state-key", key, nginx=False) as (
+        replicas,
+        _,
+        redis_server,
+    ):
+        client = redis.Redis.from_url(redis_server.url)
+        try:
+            until(lambda: client.get(f"agenthost:replica:{replicas[0].rid}"), "a record")
+            assert client.get("agenthost:statekeys") is None
+            assert key not in replicas[0].output()
+        finally:
+            client.close()
+
+
+# --- the command line -----------------------------------------------------------------------
+def test_cluster_flags_are_checked_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agenthost._cli.main import main
+
+    directory = plugins(tmp_path)
+    assert main(["serve", str(directory), "--redis", "redis://127.0.0.1:1/0"]) == 2
+    assert "--redis applies to HTTP: add --http [HOST:]PORT" in capsys.readouterr().err
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps(TOKENS))
+    tokens.chmod(0o600)
+    wildcard = ["--http", "0.0.0.0:0", "--tokens", str(tokens), "--redis", "redis://r:6379/0"]
+    assert main(["serve", str(directory), *wildcard]) == 2
+    assert "add --advertise URL" in capsys.readouterr().err
+    bad = ["--http", "0", "--redis", "http://:hunter2@127.0.0.1:1/0"]
+    assert main(["serve", str(directory), *bad]) == 2
+    err = capsys.readouterr().err
+    assert "--redis" in err
+    assert "hunter2" not in err
+    with pytest.raises(SystemExit):
+        main(["serve", str(directory), "--http", "0", "--drain-grace", "nan"])
+    assert "not a number of seconds from 0 up" in capsys.readouterr().err
+
+
+def test_a_token_names_the_same_client_whatever_its_place_in_the_file() -> None:
+    from agenthost._serve.tokens import Caller, TokenTable
+
+    alice, bob = Caller("alice", frozenset()), Caller("bob", frozenset())
+    one = TokenTable({"a" * 20: alice, "b" * 20: bob})
+    two = TokenTable({"b" * 20: bob, "a" * 20: alice})
+
+    async def ids(table: TokenTable) -> list[str]:
+        found = [await table.verify_token(t) for t in ("a" * 20, "b" * 20)]
+        return [f.client_id for f in found if f is not None]
+
+    assert run(ids(one)) == run(ids(two))
+    assert len(set(run(ids(one)))) == 2

@@ -65,6 +65,7 @@ class Replica:
         self.server = server
         self.ring = Ring(state_keys)
         self.members: dict[str, Member] = {}
+        self._read: dict[str, float] = {}  # when each member's record was last read
         self._url = advertise
         self._redis = aioredis.Redis.from_url(
             url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S,
@@ -186,15 +187,21 @@ class Replica:
         self._beating = True
 
     async def _read_members(self) -> None:
+        """Read every record. One missing is kept for its time to live since it was last
+        read: a Redis that restarted empty has not heard every replica's next beat yet."""
         pattern = members_pattern(self.name)
         keys = [key async for key in self._redis.scan_iter(match=pattern, count=200)
                 if key.count(b":") == pattern.count(":")]  # fmt: skip  # not a longer name's
-        found: dict[str, Member] = {}
+        now = time.monotonic()
         for text in await self._redis.mget(keys) if keys else []:
             member = Member.parse(text) if text else None
             if member is not None:
-                found[member.replica] = member
-        self.members = found
+                self.members[member.replica] = member
+                self._read[member.replica] = now
+        for replica, read in list(self._read.items()):
+            if now - read > TTL_S:
+                self.members.pop(replica, None)
+                del self._read[replica]
 
     async def _beats(self) -> None:
         was = True
