@@ -166,11 +166,13 @@ async def connect(
     token: str | None = None,
     statuses: list[int] | None = None,
     sessions: list[str] | None = None,
+    responses: list[httpx2.Response] | None = None,
 ) -> AsyncIterator[tuple[Client, Changes]]:
     """A connected client and the changes it hears of: notifications, or its listen stream.
 
     Over HTTP, ``token`` is sent as a bearer token and ``statuses`` collects the
-    HTTP status of every response, ``sessions`` every session id the server named.
+    HTTP status of every response, ``sessions`` every session id the server named,
+    ``responses`` every response.
     """
     changes = Changes()
     listening = asyncio.Event()
@@ -178,6 +180,8 @@ async def connect(
     async def record(response: httpx2.Response) -> None:
         if statuses is not None:
             statuses.append(response.status_code)
+        if responses is not None:
+            responses.append(response)
         if sessions is not None and "mcp-session-id" in response.headers:
             sessions.append(response.headers["mcp-session-id"])
         if response.request.method == "GET" and response.status_code == 200:

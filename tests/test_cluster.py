@@ -65,6 +65,23 @@ def count(n: int):
         yield f"{i};"
 '''
 
+RELAY = '''
+import os
+import time
+
+from agenthost import tool
+
+
+@tool
+def relay(mark: str):
+    """Yield once, wait for the client to have that chunk, yield again."""
+    yield "first;"
+    deadline = time.monotonic() + 10
+    while not os.path.exists(mark) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    yield "second;" if os.path.exists(mark) else "the first chunk never arrived;"
+'''
+
 EXTRA = '''
 from agenthost import tool
 
@@ -698,3 +715,58 @@ def test_a_token_names_the_same_client_whatever_its_place_in_the_file() -> None:
 
     assert run(ids(one)) == run(ids(two))
     assert len(set(run(ids(one)))) == 2
+
+
+def test_cluster_status_names_replicas_started_with_other_tokens_or_grants(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agenthost._cli.main import main
+
+    with cluster(tmp_path, [plugins(tmp_path)] * 2, nginx=False) as (replicas, _, redis_server):
+        assert main(["cluster", "status", "--redis", redis_server.url]) == 0
+        assert "all 2 replicas agree" in capsys.readouterr().out
+        replicas[1].stop()
+        replicas[1].extra = [*replicas[1].extra, "--grant", "secret.read"]
+        replicas[1].launch()
+        until(replicas[1].ready, "the replica restarts")
+
+        def disagree() -> str | None:
+            code = main(["cluster", "status", "--redis", redis_server.url])
+            out = capsys.readouterr().out
+            return out if code == 1 and "tokens and grants differ" in out else None
+
+        out = until(disagree, "status sees the other grants")
+        assert replicas[0].rid in out
+        assert replicas[1].rid in out
+
+
+def test_progress_streams_through_the_replica_that_relays_it(tmp_path: Path) -> None:
+    directory = plugins(tmp_path)
+    write(directory / "relay.py", RELAY)
+    with cluster(tmp_path, [directory] * 2) as (replicas, balancer, _):
+        assert balancer is not None
+
+        async def scenario() -> None:
+            responses: list[httpx2.Response] = []
+            url = f"{balancer.url}/mcp"
+            async with connect(url, "legacy", token=TOKEN[0], responses=responses) as (c, _):
+                for attempt in range(6):  # round robin: some calls land on the other replica
+                    mark = tmp_path / f"first-arrived-{attempt}"
+                    chunks: list[str | None] = []
+
+                    async def on_progress(
+                        done: float, total: float | None, message: str | None, mark: Path = mark
+                    ) -> None:
+                        chunks.append(message)
+                        mark.touch()  # the tool waits for this before its second chunk
+
+                    result = await c.call_tool(
+                        "relay", {"mark": str(mark)}, progress_callback=on_progress
+                    )
+                    assert chunks == ["first;", "second;"], chunks
+                    assert text(result) == "first;second;"
+            # the relay marks what it relayed: some of those calls were
+            relayed = [r for r in responses if r.headers.get("x-accel-buffering") == "no"]
+            assert any(r.request.method == "POST" for r in relayed)
+
+        run(scenario())

@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import hashlib
 import json
 import os
 import shlex
@@ -271,9 +272,17 @@ def _cluster(args: argparse.Namespace, server: McpServer) -> Replica | int:
         return fail("serve", f"--redis needs the cluster extra: {install_command('cluster')}")
     try:
         return Replica(server, args.redis, name=args.cluster_name, advertise=args.advertise,
-                       state_keys=args.state_key, skew_s=args.skew_wait)  # fmt: skip
+                       state_keys=args.state_key, skew_s=args.skew_wait,
+                       access=_access(args))  # fmt: skip
     except ValueError as exc:  # redis-py's word on a malformed URL
         return fail("serve", f"--redis {_masked(args.redis)}: {exc}")
+
+
+def _access(args: argparse.Namespace) -> str:
+    """A digest of who may call what: replicas that differ in it answer differently."""
+    tokens = args.tokens.read_bytes() if args.tokens is not None else b""
+    given = json.dumps(sorted(args.grant)).encode()
+    return hashlib.sha256(hashlib.sha256(tokens).digest() + given).hexdigest()[:32]
 
 
 def _masked(url: str) -> str:

@@ -27,6 +27,7 @@ class Member:
     plugins: dict[str, str] = field(default_factory=dict)  # name -> content hash
     tools: dict[str, list[str]] = field(default_factory=dict)  # tool_key -> permissions
     beat: float = 0.0
+    access: str = ""  # a digest of the tokens and grants it was started with
 
     @classmethod
     def parse(cls, text: str | bytes) -> Member | None:
@@ -47,7 +48,7 @@ def members_pattern(cluster: str) -> str:
 
 def _sound(member: Member) -> bool:
     """Whether every field has its type: a record is read from a shared Redis."""
-    texts = (member.replica, member.url, member.state, member.version)
+    texts = (member.replica, member.url, member.state, member.version, member.access)
     numbers = (member.started, member.beat)
     return (
         all(isinstance(t, str) for t in texts)

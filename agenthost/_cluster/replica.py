@@ -58,6 +58,7 @@ class Replica:
         advertise: str | None = None,
         state_keys: Sequence[str] = (),
         skew_s: float = 2.0,
+        access: str = "",
     ) -> None:
         self.replica = secrets.token_hex(4)
         self.skew_s = skew_s
@@ -67,6 +68,7 @@ class Replica:
         self.members: dict[str, Member] = {}
         self._read: dict[str, float] = {}  # when each member's record was last read
         self._url = advertise
+        self._access = access
         self._redis = aioredis.Redis.from_url(
             url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S,
             health_check_interval=10,
@@ -169,7 +171,7 @@ class Replica:
         return json.dumps({
             "replica": self.replica, "url": self._url, "state": self._state,
             "started": self._started, "version": __version__, "plugins": plugins,
-            "tools": tools, "beat": time.time(),
+            "tools": tools, "beat": time.time(), "access": self._access,
         })  # fmt: skip
 
     async def _first_beat(self) -> None:

@@ -106,6 +106,11 @@ def compare(members: Sequence[Member]) -> list[str]:
         missing = [m.replica for m in members if plugin not in m.plugins]
         if missing:
             found.append(f"plugin {plugin} missing on {', '.join(missing)}")
+    if len({m.access for m in members}) > 1:  # another token file, other --grant flags
+        found.append(
+            "tokens and grants differ: give every replica the same --tokens file and "
+            f"--grant flags ({_each((m.replica, m.access[:12] or '-') for m in members)})"
+        )
     tools = {tuple(sorted((k, tuple(sorted(v))) for k, v in m.tools.items())) for m in members}
     if len(tools) > 1 and not found:  # same plugins, other tools: other installed packages?
         counts = ", ".join(f"{m.replica}: {len(m.tools)}" for m in members)
