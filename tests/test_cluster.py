@@ -743,7 +743,7 @@ def test_cluster_status_names_replicas_started_with_other_tokens_or_grants(
 def test_progress_streams_through_the_replica_that_relays_it(tmp_path: Path) -> None:
     directory = plugins(tmp_path)
     write(directory / "relay.py", RELAY)
-    with cluster(tmp_path, [directory] * 2) as (replicas, balancer, _):
+    with cluster(tmp_path, [directory] * 2) as (_, balancer, _):
         assert balancer is not None
 
         async def scenario() -> None:
@@ -755,7 +755,11 @@ def test_progress_streams_through_the_replica_that_relays_it(tmp_path: Path) -> 
                     chunks: list[str | None] = []
 
                     async def on_progress(
-                        done: float, total: float | None, message: str | None, mark: Path = mark
+                        done: float,
+                        total: float | None,
+                        message: str | None,
+                        mark: Path = mark,
+                        chunks: list[str | None] = chunks,
                     ) -> None:
                         chunks.append(message)
                         mark.touch()  # the tool waits for this before its second chunk
