@@ -77,7 +77,7 @@ class Edge:
             client = self._replica.ring.verify(
                 hop, self._replica.replica, scope["method"], sid or ""
             )
-            if client is not None:
+            if client:
                 scope["client"] = (client, 0)
         if sid is None:
             await self._here(scope, receive, send)

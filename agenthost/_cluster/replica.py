@@ -118,12 +118,16 @@ class Replica:
 
     @contextlib.asynccontextmanager
     async def joined(self, url: str) -> AsyncIterator[None]:
-        """Be a member while the server at ``url`` listens (the first beat is waited for,
-        briefly: a replica that cannot reach Redis serves alone until it can)."""
+        """Be a member while the server at ``url`` listens (the first beat and the bus are
+        waited for, briefly: a replica that cannot reach Redis serves alone until it can)."""
         self._url = self._url or url
         with contextlib.suppress(RedisError, OSError, asyncio.TimeoutError):
             await asyncio.wait_for(self._first_beat(), 2 * TIMEOUT_S)
-        self._tasks = [asyncio.ensure_future(self._beats()), asyncio.ensure_future(self._hear())]
+        subscribed = asyncio.Event()
+        self._tasks = [asyncio.ensure_future(self._beats()),
+                       asyncio.ensure_future(self._hear(subscribed))]  # fmt: skip
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(subscribed.wait(), TIMEOUT_S)
         try:
             yield
         finally:
@@ -231,7 +235,7 @@ class Replica:
     def _channel(self) -> str:
         return f"{self.name}:events"
 
-    async def _hear(self) -> None:
+    async def _hear(self, subscribed: asyncio.Event) -> None:
         """Deliver what other replicas announce, over one connection, reconnecting after
         Redis went away (and then announcing this replica's lists, which others missed)."""
         pause = 0.1
@@ -240,6 +244,7 @@ class Replica:
             try:
                 await pubsub.subscribe(self._channel)
                 self._hearing, pause = True, 0.1
+                subscribed.set()
                 self.server.announce()
                 while True:
                     message = await pubsub.get_message(timeout=BEAT_S)
