@@ -155,28 +155,26 @@ async def _stream(
     headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _NOT_RETURNED]
     headers.append((b"x-accel-buffering", b"no"))  # a proxy in front must not hold events
     await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-    gone = asyncio.ensure_future(_hung_up(receive)) if body is None or body.done else None
-    chunks = response.aiter_raw().__aiter__()
-    try:
-        while True:
-            chunk = asyncio.ensure_future(chunks.__anext__())
-            waiting = {chunk, gone} if gone is not None else {chunk}
-            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            if not chunk.done():  # the client hung up
-                chunk.cancel()
-                return
-            try:
-                data = chunk.result()
-            except StopAsyncIteration:
-                break
-            except httpx2.HTTPError as exc:
-                logger.warning("cluster: replica {} broke off a relayed answer: {}", owner, exc)
-                return  # incomplete on purpose: the client sees the connection fail
-            await send({"type": "http.response.body", "body": data, "more_body": True})
+
+    async def pump() -> None:
+        try:
+            async for data in response.aiter_raw():
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+        except httpx2.HTTPError as exc:
+            logger.warning("cluster: replica {} broke off a relayed answer: {}", owner, exc)
+            return  # incomplete on purpose: the client sees the connection fail
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    if body is not None and not body.done:  # the client is still sending: it is there
+        await pump()
+        return
+    relay, gone = asyncio.ensure_future(pump()), asyncio.ensure_future(_hung_up(receive))
+    try:
+        await asyncio.wait({relay, gone}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        if gone is not None:
-            gone.cancel()
+        relay.cancel()
+        gone.cancel()
+        await asyncio.gather(relay, gone, return_exceptions=True)  # a client gone mid-send
 
 
 async def _hung_up(receive: Receive) -> None:
