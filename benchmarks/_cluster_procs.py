@@ -2,22 +2,18 @@
 
 Each is a real process on a free loopback port with its files in a temp dir, and
 each context manager stops what it started (SIGTERM or SIGINT, SIGKILL after a
-deadline), whatever happens inside. nginx runs the shipped ``deploy/nginx.conf``
-with only its upstream ``server`` lines and its ``listen`` line rewritten, as the
-cluster tests run it (``tests/services.py``, not imported: benchmarks stand alone).
+deadline), whatever happens inside. redis-server and nginx are the tests' own
+(``tests/services.py``): nginx runs the shipped ``deploy/nginx.conf`` with only its
+upstream ``server`` lines and its ``listen`` line rewritten, as the cluster tests run it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import grp
 import importlib
 import os
-import pwd
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,71 +21,33 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# tests/services.py is the one copy of the redis-server and nginx code: import it from there.
+sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
+
+from services import (
+    INSTALL,
+    Nginx,
+    RedisServer,
+    _tail,
+    _terminate,
+    free_port,
+    missing_services,
+)
+
 from benchmarks._harness import installed
 
-DEPLOY_CONF = Path(__file__).resolve().parent.parent / "deploy" / "nginx.conf"
-SBIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")  # nginx lives here, often off a user's PATH
-INSTALL = "apt-get install -y redis-server nginx"
-START_S = 30.0  # deadline for a process to answer after its start
-STOP_S = 10.0  # deadline for a process to exit after its signal, before SIGKILL
+__all__ = [
+    "INSTALL",
+    "Balancer",
+    "RedisServer",
+    "Replica",
+    "children",
+    "free_port",
+    "missing_services",
+    "replicas",
+]
 
-
-def free_port() -> int:
-    """A loopback port nothing listens on right now (the OS picks it)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def find_binary(name: str) -> str | None:
-    """``name`` on PATH, else in the sbin directories (Debian puts nginx in /usr/sbin)."""
-    return shutil.which(name) or shutil.which(name, path=os.pathsep.join(SBIN_DIRS))
-
-
-def missing_binaries() -> list[str]:
-    return [name for name in ("redis-server", "nginx") if find_binary(name) is None]
-
-
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-def _pongs(port: int) -> bool:
-    """Whether a Redis answers PING (it may accept before it serves)."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-            sock.sendall(b"*1\r\n$4\r\nPING\r\n")
-            return sock.recv(64).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-def _tail(path: Path, limit: int = 3000) -> str:
-    try:
-        return path.read_text(errors="replace")[-limit:]
-    except OSError:
-        return f"(no {path.name})"
-
-
-def _stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM, group: bool = False) -> None:
-    """Signal ``process`` by its pid and wait; SIGKILL it (its group too) after the deadline."""
-    if process.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        process.send_signal(sig)
-    try:
-        process.wait(STOP_S)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            if group:
-                os.killpg(process.pid, signal.SIGKILL)
-            else:
-                process.kill()
-        process.wait(STOP_S)
+START_S = 30.0  # deadline for a replica to serve after its start
 
 
 def _wait(
@@ -102,66 +60,13 @@ def _wait(
         time.sleep(0.01)
 
 
-@contextlib.contextmanager
-def redis_server(directory: Path) -> Iterator[tuple[str, int]]:
-    """A redis-server persisting nothing; its URL and pid."""
-    directory.mkdir(parents=True, exist_ok=True)
-    port, log = free_port(), directory / "redis.log"
-    command = [
-        find_binary("redis-server") or "redis-server",
-        "--port", str(port),
-        "--bind", "127.0.0.1",
-        "--save", "",
-        "--appendonly", "no",
-        "--dir", str(directory),
-        "--daemonize", "no",
-    ]  # fmt: skip
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT
-        )
-    try:
-        _wait(process, lambda: _pongs(port), "redis-server", log)
-        yield f"redis://127.0.0.1:{port}/0", process.pid
-    finally:
-        _stop(process)
-
-
-def nginx_config(upstreams: Sequence[str], port: int, source: Path = DEPLOY_CONF) -> str:
-    """``source`` with its upstream servers replaced by ``upstreams`` (each keeping the
-    first shipped line's parameters) and listening on ``127.0.0.1:port``; every other
-    line as shipped."""
-    text = source.read_text()
-    servers = list(re.finditer(r"^([ \t]*)server[ \t]+\S+:\d+([^;\n]*);[ \t]*\n", text, re.M))
-    listens = list(re.finditer(r"^([ \t]*)listen[ \t]+[^;\n]+;", text, re.M))
-    if not upstreams or not servers or len(listens) != 1:
-        raise ValueError(f"{source}: expected upstream server lines and one listen line")
-    indent, parameters = servers[0].group(1), servers[0].group(2)
-    lines = "".join(f"{indent}server {address}{parameters};\n" for address in upstreams)
-    start, end = servers[0].start(), servers[-1].end()
-    if text[start:end].count(";") != len(servers):
-        raise ValueError(f"{source}: the upstream server lines must be consecutive")
-    text = text[:start] + lines + text[end:]
-    return re.sub(
-        r"^([ \t]*)listen[ \t]+[^;\n]+;", rf"\1listen 127.0.0.1:{port};", text, flags=re.M
-    )
-
-
-@dataclass
-class Nginx:
-    """A running nginx: its port, master pid and prefix directory (logs live there)."""
-
-    port: int
-    pid: int
-    directory: Path
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
+class Balancer(Nginx):
+    """:class:`services.Nginx` with what the benchmark reads of it: its processes and logs."""
 
     def pids(self) -> list[int]:
         """The master and its workers."""
-        return [self.pid, *children(self.pid)]
+        assert self.process is not None
+        return [self.process.pid, *children(self.process.pid)]
 
     def statuses(self) -> dict[str, int]:
         """How many answers of each HTTP status its access log holds."""
@@ -175,41 +80,8 @@ class Nginx:
 
     def errors(self) -> list[str]:
         with contextlib.suppress(OSError):
-            return (self.directory / "error.log").read_text(errors="replace").splitlines()
+            return self.error_log.read_text(errors="replace").splitlines()
         return []
-
-
-@contextlib.contextmanager
-def nginx(upstreams: Sequence[str], directory: Path, port: int | None = None) -> Iterator[Nginx]:
-    """nginx running deploy/nginx.conf in front of ``upstreams`` ("127.0.0.1:PORT")."""
-    directory.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
-    config, output = directory / "nginx.conf", directory / "stderr.log"
-    config.write_text(nginx_config(upstreams, port))
-    directives = "daemon off;"  # in the foreground: its pid is ours to signal and wait on
-    if os.geteuid() == 0:  # workers as this user, not "nobody" who cannot enter the temp dir
-        user = pwd.getpwuid(os.geteuid()).pw_name
-        directives += f" user {user} {grp.getgrgid(os.getegid()).gr_name};"
-    command = [
-        find_binary("nginx") or "nginx",
-        "-p", f"{directory}/",
-        "-c", str(config),
-        "-e", "stderr",
-        "-g", directives,
-    ]  # fmt: skip
-    with output.open("wb") as sink:
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # a process group, to SIGKILL workers a stuck master left
-        )
-    try:
-        _wait(process, lambda: _accepts(port), "nginx", output)
-        yield Nginx(port, process.pid, directory)
-    finally:
-        _stop(process, group=True)
 
 
 @dataclass
@@ -275,7 +147,7 @@ def replicas(directories: Sequence[Path], redis: str, *extra: str) -> Iterator[l
                     replica.process.send_signal(signal.SIGINT)
         for replica in started:
             if replica.process is not None:
-                _stop(replica.process, signal.SIGINT)
+                _terminate(replica.process, sig=signal.SIGINT)
 
 
 def children(pid: int) -> list[int]:

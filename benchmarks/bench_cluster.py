@@ -41,12 +41,11 @@ import httpx2  # the official MCP client's HTTP library
 
 from benchmarks._cluster_procs import (
     INSTALL,
-    Nginx,
+    Balancer,
+    RedisServer,
     Replica,
     free_port,
-    missing_binaries,
-    nginx,
-    redis_server,
+    missing_services,
     replicas,
 )
 from benchmarks._harness import Stats, cpu_seconds, format_time, machine, scaled, smoke, table
@@ -99,7 +98,7 @@ class Load:
 @dataclass
 class Cluster:
     replicas: list[Replica]
-    balancers: dict[int, Nginx]  # by how many replicas it sends to (the first ones)
+    balancers: dict[int, Balancer]  # by how many replicas it sends to (the first ones)
     redis_pid: int
     tokens: list[str]
 
@@ -124,17 +123,18 @@ def _cluster(scratch: Path, count: int) -> Iterator[Cluster]:
     ports = {behind: free_port() for behind in range(1, count + 1)}
     allow = [arg for port in ports.values() for arg in ("--allow-host", f"127.0.0.1:{port}")]
     with contextlib.ExitStack() as stack:
-        url, redis_pid = stack.enter_context(redis_server(scratch / "redis"))
+        redis = stack.enter_context(RedisServer(scratch / "redis"))
+        assert redis.process is not None
         started = stack.enter_context(
-            replicas(directories, url, "--tokens", str(token_file), *LIMITS, *allow)
+            replicas(directories, redis.url, "--tokens", str(token_file), *LIMITS, *allow)
         )
         balancers = {
             behind: stack.enter_context(
-                nginx([r.address for r in started[:behind]], scratch / f"nginx{behind}", port)
+                Balancer([r.address for r in started[:behind]], scratch / f"nginx{behind}", port)
             )
             for behind, port in ports.items()
         }
-        yield Cluster(started, balancers, redis_pid, list(tokens))
+        yield Cluster(started, balancers, redis.process.pid, list(tokens))
 
 
 # --- clients -------------------------------------------------------------------------------
@@ -385,7 +385,7 @@ class Series:
 
 def throughput(cluster: Cluster, load: Load) -> None:
     """Every configuration and protocol once per round, interleaved so drift spreads evenly."""
-    configurations: list[tuple[str, str, Nginx | None]] = [
+    configurations: list[tuple[str, str, Balancer | None]] = [
         ("1 replica direct", cluster.replicas[0].url, None)
     ]
     balancers = cluster.balancers
@@ -393,7 +393,7 @@ def throughput(cluster: Cluster, load: Load) -> None:
         balancers = {max(balancers): balancers[max(balancers)]}
     for count, balancer in balancers.items():
         label = f"nginx -> {count} replica{'s' * (count > 1)}"
-        configurations.append((label, balancer.url, balancer))
+        configurations.append((label, f"{balancer.url}/mcp", balancer))
     tokens = cluster.tokens[: load.clients]
     series: dict[str, Series] = {}
     for _ in range(load.rounds):
@@ -646,7 +646,7 @@ def _terminated(signum: int, frame: object) -> None:
 
 def _main() -> None:
     print(f"# agenthost cluster benchmark on {machine()}", flush=True)
-    lacking = missing_binaries()
+    lacking = missing_services()
     if lacking:
         print(f"needs {' and '.join(lacking)} ({INSTALL}): the cluster benchmark is left out")
         if smoke():

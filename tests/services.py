@@ -51,13 +51,18 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
+def missing_services(*names: str) -> list[str]:
+    """Which of ``names`` (by default redis-server and nginx) :func:`find_binary` cannot find."""
+    return [name for name in names or ("redis-server", "nginx") if find_binary(name) is None]
+
+
 def need_services(*names: str) -> None:
     """Skip the test when a service binary is missing, but fail it under CI.
 
     A developer without Redis or nginx still gets a green run of everything else; CI
     must not pass by skipping the cluster tests.
     """
-    missing = [name for name in names or ("redis-server", "nginx") if find_binary(name) is None]
+    missing = missing_services(*names)
     if not missing:
         return
     what = " and ".join(missing)
@@ -94,12 +99,15 @@ def _tail(path: Path, limit: int = 4000) -> str:
     return text[-limit:] or f"({path.name} is empty)"
 
 
-def _terminate(process: subprocess.Popen[bytes] | None, group: bool = False) -> None:
-    """SIGTERM ``process`` by pid and wait; SIGKILL it (its group too) after the deadline."""
+def _terminate(
+    process: subprocess.Popen[bytes] | None, group: bool = False, sig: int = signal.SIGTERM
+) -> None:
+    """Signal ``process`` by pid (SIGTERM unless ``sig`` says otherwise) and wait; SIGKILL it
+    (its group too) after the deadline."""
     if process is None or process.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(sig)
     try:
         process.wait(STOP_S)
     except subprocess.TimeoutExpired:
@@ -207,17 +215,18 @@ def nginx_config(upstreams: Sequence[str], port: int, source: Path = DEPLOY_CONF
 class Nginx:
     """nginx running ``deploy/nginx.conf`` in front of ``upstreams`` ("127.0.0.1:PORT").
 
-    ``directory`` is its prefix: config, pid, logs and temp files all live there.
+    ``directory`` is its prefix: config, pid, logs and temp files all live there. ``port``
+    is a free one unless given (to name it to the upstreams before nginx starts).
     """
 
-    def __init__(self, upstreams: Sequence[str], directory: Path) -> None:
+    def __init__(self, upstreams: Sequence[str], directory: Path, port: int | None = None) -> None:
         binary = find_binary("nginx")
         if binary is None:
             raise FileNotFoundError(f"nginx not found: {INSTALL}")
         self.binary = binary
         self.upstreams = list(upstreams)
         self.directory = directory
-        self.port = free_port()
+        self.port = port if port is not None else free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.config = directory / "nginx.conf"
         self.error_log = directory / "error.log"  # as the shipped config names it
