@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from agenthost._cli.arguments import add_command, count, fail
 from agenthost._common.install import install_command
+from agenthost._common.text import inert
 
 if TYPE_CHECKING:
     from agenthost._cluster.status import Status
@@ -128,10 +129,11 @@ def _print_status(found: Status) -> None:
     else:
         print("replicas disagree:")
         for difference in found.differences:
-            print(f"  {difference}")
+            print(f"  {inert(difference, lines=False)}")
 
 
 def _print_table(rows: Sequence[Sequence[str]]) -> None:
+    rows = [[inert(cell, lines=False) for cell in row] for row in rows]  # Redis's, not ours
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print(

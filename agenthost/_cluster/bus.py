@@ -10,6 +10,7 @@ still hear of its own changes.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -26,6 +27,9 @@ from agenthost._serve.server import ToolsChanged
 
 __all__ = ["RedisSubscriptionBus", "decode", "encode"]
 
+MAX_MESSAGE = 4096  # bytes of an event: ours take about 150
+WINDOW_S = 0.1  # seconds after telling a list change in which the next waits for its end
+
 
 def encode(topic: str, sender: str, event: ServerEvent) -> str:
     """An event as a pub/sub message (events carry their kind and no more)."""
@@ -38,11 +42,14 @@ def encode(topic: str, sender: str, event: ServerEvent) -> str:
 
 
 def decode(data: str | bytes) -> tuple[str, str, ServerEvent] | None:
-    """(topic, sender, event) of a message, or None for one this version cannot read."""
+    """(topic, sender, event) of a message, or None for one this version cannot read (or
+    that anyone with access to Redis published: nested a million deep, a gigabyte)."""
+    if len(data) > MAX_MESSAGE:
+        return None
     try:
         message = json.loads(data)
         topic, sender, kind = message["topic"], message["from"], message["kind"]
-    except (ValueError, KeyError, TypeError):
+    except Exception:  # noqa: BLE001 - RecursionError included
         return None
     if not isinstance(topic, str) or not isinstance(sender, str):
         return None
@@ -73,6 +80,8 @@ class RedisSubscriptionBus:
         self._send = send
         self._listeners: dict[object, Callable[[ServerEvent], None]] = {}
         self._last = fingerprint  # the fingerprint of the tool list last delivered
+        self._pending: ToolsChanged | None = None  # the latest, told at the window's end
+        self._quiet_until = 0.0  # loop time before which a list waits for the window's end
 
     async def publish(self, event: ServerEvent) -> None:
         if not await self._send(event):
@@ -88,11 +97,31 @@ class RedisSubscriptionBus:
         return unsubscribe
 
     def deliver(self, event: ServerEvent) -> None:
-        """Fan ``event`` out to this replica's listeners, unless it is a list already told."""
-        if isinstance(event, ToolsChanged) and event.fingerprint:
-            if event.fingerprint == self._last:
-                return
-            self._last = event.fingerprint
+        """Fan ``event`` out to this replica's listeners, unless it is a list already told;
+        within :data:`WINDOW_S` of the last one only the latest list is told, at its end
+        (replicas reloading a burst of edits at different moments make no storm)."""
+        if not (isinstance(event, ToolsChanged) and event.fingerprint):
+            self._fan_out(event)
+            return
+        loop = asyncio.get_running_loop()
+        wait = self._quiet_until - loop.time()
+        if self._pending is None and wait > 0:
+            loop.call_later(wait, self._flush)
+        if self._pending is not None or wait > 0:
+            self._pending = event
+            return
+        self._pending = event
+        self._flush()
+
+    def _flush(self) -> None:
+        event, self._pending = self._pending, None
+        if event is None or event.fingerprint == self._last:
+            return  # the list came back to what was told: nothing to tell
+        self._last = event.fingerprint
+        self._quiet_until = asyncio.get_running_loop().time() + WINDOW_S
+        self._fan_out(event)
+
+    def _fan_out(self, event: ServerEvent) -> None:
         for listener in list(self._listeners.values()):
             try:
                 listener(event)

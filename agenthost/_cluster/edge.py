@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any, Protocol
 
@@ -29,6 +30,7 @@ from starlette.requests import Request
 
 from agenthost._cluster.keys import Ring
 from agenthost._cluster.record import Member
+from agenthost._serve.door import answer, malformed
 
 __all__ = ["Edge"]
 
@@ -43,6 +45,9 @@ _NOT_RELAYED = {b"host", b"origin", b"connection", b"keep-alive", b"proxy-connec
                 b"trailer", b"transfer-encoding", b"upgrade", b"content-length"}  # fmt: skip
 _NOT_RETURNED = {b"connection", b"keep-alive", b"transfer-encoding", b"x-accel-buffering"}
 _GONE = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session not found"}}'
+_BUSY = (b'{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"the replica that owns '
+         b'this session did not answer in time; try again"}}')  # fmt: skip
+_REPLICA = re.compile(r"[0-9a-f]{8}")  # a replica's id: anything else names none
 
 
 class Members(Protocol):
@@ -87,7 +92,8 @@ class Edge:
             scope["headers"] = [(k, own.encode() if k.lower() == SID else v) for k, v in headers]
             await self._here(scope, receive, send)
             return
-        member = await self._replica.owner(owner) if dot and hop is None else None
+        named = dot and hop is None and _REPLICA.fullmatch(owner) is not None
+        member = await self._replica.owner(owner) if named else None
         if member is None:
             await _gone(send)
             return
@@ -108,6 +114,10 @@ class Edge:
     async def _relay(
         self, member: Member, sid: str, scope: Scope, receive: Receive, send: Send
     ) -> None:
+        misshapen = malformed(scope)  # what the owner's door would refuse unread
+        if misshapen is not None:
+            await answer(send, misshapen)
+            return
         problem = await self._security.validate_request(
             Request(scope), is_post=scope["method"] == "POST"
         )
@@ -133,9 +143,12 @@ class Edge:
         )
         try:
             response = await http.send(request, stream=True)
-        except (httpx2.ConnectError, httpx2.ConnectTimeout):
+        except httpx2.ConnectError:
             self._replica.lost(member.replica)
-            await _gone(send)  # nothing reached the owner: the client opens a new session
+            await _gone(send)  # refused: nothing reached the owner, the client opens a new session
+            return
+        except httpx2.ConnectTimeout:  # alive, maybe, but slow: the session may well be there
+            await _json(send, 503, _BUSY, [(b"retry-after", b"1")])
             return
         except httpx2.HTTPError as exc:
             logger.warning("cluster: replica {} failed a relayed request: {}", member.replica, exc)
@@ -215,8 +228,11 @@ async def _failed(send: Send, owner: str) -> None:
     await _json(send, 502, body)
 
 
-async def _json(send: Send, status: int, body: bytes) -> None:
+async def _json(
+    send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += extra or []
     await send({"type": "http.response.start", "status": status, "headers": headers})
     with contextlib.suppress(Exception):
         await send({"type": "http.response.body", "body": body})

@@ -17,11 +17,13 @@ import secrets
 import time
 from collections.abc import Sequence
 
+from loguru import logger
 from mcp.server.request_state import AESGCMRequestStateCodec
 
 __all__ = ["HOP_SKEW_S", "Ring", "RingCodec", "new_key", "parse_ring"]
 
 HOP_SKEW_S = 30.0  # how old a relayed request's signature may be (clocks of two machines)
+_KEPT = 4  # keys a ring keeps: the cluster's, then those it replaced
 
 
 def new_key() -> str:
@@ -30,11 +32,11 @@ def new_key() -> str:
 
 def parse_ring(text: str | bytes | None) -> list[str]:
     """The ring as stored in Redis (a JSON list of hex keys); empty when unreadable."""
-    if not text:
+    if not text or len(text) > 4096:
         return []
     try:
         keys = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     return [k for k in keys if isinstance(k, str) and k] if isinstance(keys, list) else []
 
@@ -47,12 +49,33 @@ class Ring:
         self.keys: list[str] = list(keys)
 
     def adopt(self, keys: Sequence[str]) -> None:
-        if keys and not self.given:
-            self.keys = list(keys)
+        """Take the cluster's ring from Redis; keys this one held still open what they sealed
+        (a Redis that restarted empty may get a new ring from a replica that just started)."""
+        if not keys or self.given or list(keys) == self.keys[: len(keys)]:
+            return
+        if self.keys:
+            logger.warning("cluster: the key ring in Redis changed; the old keys still open")
+        self.keys = list(dict.fromkeys([*keys, *self.keys]))[:_KEPT]
 
-    def _mac(self, key: str, text: str) -> str:
-        digest = hmac.new(hashlib.sha256(b"hop" + key.encode()).digest(), text.encode(), "sha256")
+    def _mac(self, key: str, text: str, purpose: bytes = b"hop") -> str:
+        digest = hmac.new(hashlib.sha256(purpose + key.encode()).digest(), text.encode(), "sha256")
         return digest.hexdigest()[:32]
+
+    def seal_record(self, text: str) -> str:
+        """A signature of a replica's record, when the ring is the operator's (``--state-key``):
+        then a record in Redis that no replica signed is ignored, so whoever can write to
+        Redis cannot point relayed requests, with their callers' tokens, elsewhere."""
+        return self._mac(self.keys[0], text, b"record") if self.given else ""
+
+    def signed_record(self, text: str, signature: str) -> bool:
+        if not self.given:
+            return True  # the ring is in Redis itself: Redis is trusted
+        return any(hmac.compare_digest(self._mac(k, text, b"record"), signature)
+                   for k in self.keys)  # fmt: skip
+
+    def salt(self) -> bytes:
+        """What tool names are hashed with in Redis: the operator's key, when there is one."""
+        return self.keys[0].encode() if self.given else b""
 
     def sign(self, to: str, client: str, method: str, sid: str) -> str:
         """The hop header of a request relayed to replica ``to``: who the client is, signed."""

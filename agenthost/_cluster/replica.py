@@ -26,20 +26,25 @@ from loguru import logger
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.subscriptions import ServerEvent, SubscriptionBus
 from mcp.server.transport_security import TransportSecuritySettings
-from redis.exceptions import RedisError
+from redis.exceptions import AuthenticationError, RedisError
 
 from agenthost._cluster.bus import RedisSubscriptionBus, decode, encode
 from agenthost._cluster.edge import Edge
 from agenthost._cluster.keys import Ring, RingCodec, new_key, parse_ring
-from agenthost._cluster.record import Member, members_pattern, tool_key
+from agenthost._cluster.record import Member, tool_key
 from agenthost._serve.server import McpServer
 from agenthost._version import __version__
 
-__all__ = ["BEAT_S", "TTL_S", "Replica"]
+__all__ = ["BEAT_S", "TTL_S", "ClusterError", "Replica"]
 
 BEAT_S = 1.0  # seconds between heartbeats
 TTL_S = 5.0  # seconds a replica's record outlives its last heartbeat
 TIMEOUT_S = 1.0  # seconds any one Redis command may take: Redis is never on a call's path
+REREAD_S = 0.1  # seconds between two reads of the members for an id not known yet
+
+
+class ClusterError(Exception):
+    """This replica cannot join its cluster, and waiting would not help."""
 
 
 class Replica:
@@ -71,7 +76,7 @@ class Replica:
         self._access = access
         self._redis = aioredis.Redis.from_url(
             url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S,
-            health_check_interval=10,
+            health_check_interval=10, max_connections=32,
         )  # fmt: skip
         self._buses: dict[str, RedisSubscriptionBus] = {}
         self._beating = self._hearing = False  # whether the last beat / the bus got through
@@ -79,6 +84,8 @@ class Replica:
         self._started = time.time()
         self._tasks: list[asyncio.Task[None]] = []
         self._http: httpx2.AsyncClient | None = None
+        self._rereading: asyncio.Future[None] | None = None
+        self._reread_at = 0.0
         server.server.middleware.append(  # a multi-round-trip request continues on any replica
             RequestStateBoundary(
                 RequestStateSecurity(codec=RingCodec(self.ring)),
@@ -98,7 +105,7 @@ class Replica:
         return self._buses[topic]
 
     def elsewhere(self, name: str) -> tuple[str, frozenset[str]] | None:
-        key = tool_key(name)
+        key = tool_key(name, self.ring.salt())
         for member in self.members.values():
             if member.replica != self.replica and member.state == "ready" and key in member.tools:
                 return member.replica, frozenset(member.tools[key])
@@ -121,8 +128,12 @@ class Replica:
         """Be a member while the server at ``url`` listens (the first beat and the bus are
         waited for, briefly: a replica that cannot reach Redis serves alone until it can)."""
         self._url = self._url or url
-        with contextlib.suppress(RedisError, OSError, asyncio.TimeoutError):
+        try:
             await asyncio.wait_for(self._first_beat(), 2 * TIMEOUT_S)
+        except AuthenticationError as exc:  # not an outage: it would never get better
+            raise ClusterError(f"Redis refused the credentials in the URL: {exc}") from None
+        except (RedisError, OSError, asyncio.TimeoutError):
+            pass
         subscribed = asyncio.Event()
         self._tasks = [asyncio.ensure_future(self._beats()),
                        asyncio.ensure_future(self._hear(subscribed))]  # fmt: skip
@@ -157,10 +168,16 @@ class Replica:
         self.members.pop(replica, None)
 
     async def owner(self, replica: str) -> Member | None:
-        """The live member ``replica``, read again from Redis when not known yet."""
+        """The live member ``replica``, read again from Redis when not known yet (one read
+        at a time, at most every :data:`REREAD_S`: an unknown id costs Redis little)."""
         if replica not in self.members:
-            with contextlib.suppress(RedisError, OSError, asyncio.TimeoutError):
-                await asyncio.wait_for(self._read_members(), TIMEOUT_S)
+            if self._rereading is None or (
+                self._rereading.done() and time.monotonic() - self._reread_at > REREAD_S
+            ):
+                self._reread_at = time.monotonic()
+                self._rereading = asyncio.ensure_future(self._read_members())
+            with contextlib.suppress(Exception):  # an outage, or Redis's nonsense: not known
+                await asyncio.wait_for(asyncio.shield(self._rereading), TIMEOUT_S)
         return self.members.get(replica)
 
     # --- Redis ------------------------------------------------------------------------------
@@ -168,42 +185,49 @@ class Replica:
         return f"{self.name}:replica:{replica}"
 
     def _record(self) -> str:
-        host = self.server.host
-        tools = {tool_key(i.name): sorted(i.permissions) for i in host.tools()
+        host, salt = self.server.host, self.ring.salt()
+        tools = {tool_key(i.name, salt): sorted(i.permissions) for i in host.tools()
                  if not i.definition_only}  # fmt: skip
         plugins = {p.name: p.content_hash for p in host.plugins() if p.status == "loaded"}
-        return json.dumps({
-            "replica": self.replica, "url": self._url, "state": self._state,
-            "started": self._started, "version": __version__, "plugins": plugins,
-            "tools": tools, "beat": time.time(), "access": self._access,
-        })  # fmt: skip
+        member = Member(self.replica, self._url or "", self._state, self._started, __version__,
+                        plugins, tools, time.time(), self._access)  # fmt: skip
+        return member.dump(self.ring.seal_record)
 
     async def _first_beat(self) -> None:
         await self._beat()
         await self._read_members()
 
     async def _beat(self) -> None:
-        """Write this replica's record, and make sure the ring is in Redis."""
-        await self._redis.set(self._key(self.replica), self._record(), px=int(TTL_S * 1000))
+        """Make sure the ring is in Redis, and write this replica's record."""
         if not self.ring.given:
             ring_key = f"{self.name}:statekeys"
             offered = json.dumps(self.ring.keys or [new_key()])
             await self._redis.set(ring_key, offered, nx=True)  # the first one wins
             self.ring.adopt(parse_ring(await self._redis.get(ring_key)))
+        await self._redis.set(self._key(self.replica), self._record(), px=int(TTL_S * 1000))
+        await self._redis.sadd(self._members_key, self.replica)
         self._beating = True
 
+    @property
+    def _members_key(self) -> str:
+        return f"{self.name}:replicas"
+
     async def _read_members(self) -> None:
-        """Read every record. One missing is kept for its time to live since it was last
-        read: a Redis that restarted empty has not heard every replica's next beat yet."""
-        pattern = members_pattern(self.name)
-        keys = [key async for key in self._redis.scan_iter(match=pattern, count=200)
-                if key.count(b":") == pattern.count(":")]  # fmt: skip  # not a longer name's
+        """Read every record named in the set of replicas (a set, not a scan of the whole
+        Redis: an unknown session id must cost little). One missing is kept for its time
+        to live since it was last read: a Redis that restarted empty has not heard every
+        replica's next beat yet; it leaves the set."""
+        found = await self._redis.smembers(self._members_key)
+        names = sorted(n.decode(errors="replace") if isinstance(n, bytes) else n for n in found)
+        texts = await self._redis.mget([self._key(n) for n in names]) if names else []
         now = time.monotonic()
-        for text in await self._redis.mget(keys) if keys else []:
-            member = Member.parse(text) if text else None
-            if member is not None:
-                self.members[member.replica] = member
-                self._read[member.replica] = now
+        for name, text in zip(names, texts, strict=True):
+            member = Member.parse(text, self.ring.signed_record) if text else None
+            if text is None:
+                await self._redis.srem(self._members_key, name)  # expired: rebuilt by a beat
+            elif member is not None and member.replica == name:  # not another's id
+                self.members[name] = member
+                self._read[name] = now
         for replica, read in list(self._read.items()):
             if now - read > TTL_S:
                 self.members.pop(replica, None)
@@ -214,7 +238,7 @@ class Replica:
         while True:
             try:
                 await asyncio.wait_for(self._first_beat(), 2 * TIMEOUT_S)
-            except (RedisError, OSError, asyncio.TimeoutError) as exc:
+            except Exception as exc:  # noqa: BLE001 - an outage, or nonsense in Redis: go on
                 self._beating = False
                 if was:
                     logger.warning("cluster: Redis is unreachable ({}); serving alone", exc)
@@ -250,7 +274,7 @@ class Replica:
                     message = await pubsub.get_message(timeout=BEAT_S)
                     if message is not None:
                         self._heard(message["data"])
-            except (RedisError, OSError) as exc:
+            except Exception as exc:  # noqa: BLE001 - the loop outlives whatever Redis sends
                 logger.debug("cluster: the bus is down: {}", exc)
             finally:
                 self._hearing = False

@@ -143,11 +143,12 @@ def read_members(url: str, cluster: str) -> tuple[list[Member], list[str]]:
     members: list[Member] = []
     unreadable: list[str] = []
     for key, value in zip(keys, values, strict=True):
+        replica = key[len(prefix.encode()) :].decode(errors="replace")
         member = Member.parse(value) if value is not None else None
-        if member is not None:
+        if member is not None and member.replica == replica:  # a record under its own name
             members.append(member)
         elif value is not None:  # None: expired between the scan and the read
-            unreadable.append(key[len(prefix.encode()) :].decode(errors="replace"))
+            unreadable.append(replica)
     return members, unreadable
 
 

@@ -42,7 +42,7 @@ from agenthost._serve.gate import INVALID_REQUEST, Ids, Refusal, read_message, r
 from agenthost._serve.limits import Limits, Usage
 from agenthost._serve.tokens import TokenTable
 
-__all__ = ["Door", "held", "is_loopback"]
+__all__ = ["Door", "answer", "held", "is_loopback", "malformed"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -135,17 +135,13 @@ class Door:
         usage = self._usage_of(caller or f"address {_address(scope)}")
         wait = usage.take(self._limits.rate)
         if wait:
-            await _answer(
+            await answer(
                 send, _quota(f"made over {self._limits.rate:g} requests a second", None, wait)
             )
             return
-        if scope["method"] not in ("GET", "POST", "DELETE"):
-            await _answer(
-                send, refusal(INVALID_REQUEST, "/mcp answers GET, POST and DELETE", status=405)
-            )
-            return
-        if scope["method"] != "POST" and _has_body(scope):
-            await _answer(send, refusal(INVALID_REQUEST, f"{scope['method']} /mcp takes no body"))
+        misshapen = malformed(scope)
+        if misshapen is not None:
+            await answer(send, misshapen)
             return
         if caller is None:  # the SDK answers 401: nothing else to spend on it
             await self._app(scope, receive, send)
@@ -191,7 +187,7 @@ class Door:
             return  # the client went away
         message = body if isinstance(body, Refusal) else read_message(body)
         if isinstance(message, Refusal):
-            await _answer(send, message)
+            await answer(send, message)
             return
         assert isinstance(body, bytes)
         weight = _weight(body)
@@ -199,7 +195,7 @@ class Door:
             usage, weight, message.get("id")
         )
         if problem is not None:
-            await _answer(send, problem)
+            await answer(send, problem)
             return
         method, request_id = message.get("method"), message.get("id")
         is_request = isinstance(method, str) and "id" in message
@@ -394,7 +390,7 @@ class Door:
     # --- GET: the session's event stream ------------------------------------------------------
     async def _stream(self, scope: Scope, receive: Receive, send: Send, usage: Usage) -> None:
         if usage.streams >= self._limits.streams:
-            await _answer(send, _quota(f"has {self._limits.streams} event streams open", None, 1))
+            await answer(send, _quota(f"has {self._limits.streams} event streams open", None, 1))
             return
         session = self._sessions.get(_header(scope, b"mcp-session-id") or "")
         usage.streams += 1
@@ -527,7 +523,8 @@ async def _discard(message: Message) -> None:
     return None
 
 
-async def _answer(send: Send, refused: Refusal) -> None:
+async def answer(send: Send, refused: Refusal) -> None:
+    """Send a refusal: its status, its JSON-RPC error, ``Retry-After`` on a 429."""
     body = refused.body
     error = refused.answer.get("error") or {}
     wait = (error.get("data") or {}).get("retryAfter") if refused.status == 429 else None
@@ -608,6 +605,16 @@ def _weight(body: bytes) -> int:
     containers = body.count(b"{") + body.count(b"[")
     text = (3 if body.isascii() else 12) * len(body)  # kept about three times, 4 bytes a char
     return text + 128 * containers + 64 * body.count(b",")
+
+
+def malformed(scope: Scope) -> Refusal | None:
+    """Why a request to /mcp is refused before anything is read: only GET, POST and DELETE,
+    and a body on POST alone."""
+    if scope["method"] not in ("GET", "POST", "DELETE"):
+        return refusal(INVALID_REQUEST, "/mcp answers GET, POST and DELETE", status=405)
+    if scope["method"] != "POST" and _has_body(scope):
+        return refusal(INVALID_REQUEST, f"{scope['method']} /mcp takes no body")
+    return None
 
 
 def _has_body(scope: Scope) -> bool:

@@ -44,6 +44,7 @@ __all__ = ["Replicated", "guard", "is_loopback", "parse_address", "serve_http"]
 
 GRACE = 3.0  # seconds the calls in flight get to finish once a stop is asked for
 DRAIN_GRACE = 1.0  # seconds between /readyz turning 503 on SIGTERM and the listener closing
+SETTLE = 0.5  # seconds requests on connections accepted before the listener closed get
 
 
 class Replicated(Protocol):
@@ -109,9 +110,12 @@ class _Uvicorn(uvicorn.Server):
         self._on_stop()
 
     def refuse(self) -> None:
-        """Close the listener and the idle connections; a busy one closes after its answer."""
+        """Close the listener: a new connection is refused."""
         for listening in getattr(self, "servers", ()):
             listening.close()
+
+    def hang_up(self) -> None:
+        """Close the idle connections; a busy one closes after its answer."""
         for connection in list(self.server_state.connections):
             connection.shutdown()
 
@@ -176,6 +180,9 @@ async def _stop(
         await cluster.leaving()
     await asyncio.sleep(pause)
     web.refuse()
+    if pause:  # a connection accepted just before holds a request on its way: answer it
+        await asyncio.sleep(SETTLE)
+    web.hang_up()
     await server.drain(grace)
     web.should_exit = True
 
