@@ -9,6 +9,7 @@ connection per request where it matters, so nothing sticks to one replica.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import signal
@@ -622,6 +623,11 @@ def test_a_relayed_request_is_never_relayed_again_and_a_forged_hop_vouches_for_n
                 looped = await asyncio.to_thread(post, sid, **{"x-agenthost-hop": hop})
                 assert looped.status_code == 404  # a hop names its target: never sent on
                 assert looped.json()["error"]["message"] == "Session not found"
+                shaped = await asyncio.to_thread(
+                    lambda: httpx2.request("GET", b.url, content=b"x", headers={
+                        "authorization": f"Bearer {TOKEN[0]}", "mcp-session-id": sid})
+                )  # fmt: skip
+                assert shaped.status_code == 400  # refused as the owner would, unread
                 unknown = await asyncio.to_thread(post, f"{'0' * 8}.{sid.partition('.')[2]}")
                 assert unknown.status_code == 404  # an owner no replica knows of: gone
 
@@ -782,3 +788,221 @@ def test_progress_streams_through_the_replica_that_relays_it(tmp_path: Path) -> 
             assert any(r.request.method == "POST" for r in relayed)
 
         run(scenario())
+
+
+# --- what a Redis writer or a careless caller can do -----------------------------------------
+@contextmanager
+def trap() -> Iterator[tuple[str, list[str]]]:
+    """An HTTP server that records every request it gets: where a hijacked relay would go."""
+    import http.server
+    import threading
+
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            seen.append(f"{self.command} {self.headers.get('authorization')}")
+            self.send_response(200)
+            self.end_headers()
+
+        do_GET = do_DELETE = do_POST
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/mcp", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def forge(client: redis.Redis, key: str, record: dict[str, Any]) -> None:
+    client.set(f"agenthost:replica:{key}", json.dumps(record))
+    client.sadd("agenthost:replicas", key)
+
+
+def record_of(replica: str, url: str) -> dict[str, Any]:
+    return {"replica": replica, "url": url, "state": "ready", "started": 0.0,
+            "version": "0", "plugins": {}, "tools": {}, "beat": time.time()}  # fmt: skip
+
+
+@pytest.mark.parametrize("signed", [False, True], ids=["redis-ring", "state-key"])
+def test_a_record_someone_else_wrote_to_redis_redirects_no_request(
+    tmp_path: Path, signed: bool
+) -> None:
+    extra = ["--state-key", "cd" * 32] if signed else []
+    directory = plugins(tmp_path)
+    with (
+        trap() as (url, seen),
+        cluster(tmp_path, [directory] * 2, *extra, nginx=False) as (replicas, _, redis_server),
+    ):
+        a, b = replicas
+        client = redis.Redis.from_url(redis_server.url)
+        sessions: list[str] = []
+
+        def relayed(sid: str) -> int:
+            headers = {"authorization": f"Bearer {TOKEN[0]}", "mcp-session-id": sid,
+                       "accept": "application/json, text/event-stream",
+                       "mcp-protocol-version": "2025-11-25"}  # fmt: skip
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+            return httpx2.post(b.url, json=body, headers=headers).status_code
+
+        async def scenario() -> None:
+            async with connect(a.url, "legacy", token=TOKEN[0], sessions=sessions) as (c, _):
+                await shout(c, "x")
+                for n in range(20):  # records claiming to be A, under other names
+                    forge(client, f"{n:08x}", record_of(a.rid, url))
+                forge(client, "0badf00d", record_of("0badf00d", url))  # a replica of its own
+                for _ in range(12):  # over several of B's reads of the members
+                    assert await asyncio.to_thread(relayed, sessions[-1]) == 200
+                    await asyncio.sleep(0.2)
+                status = await asyncio.to_thread(relayed, "0badf00d.x")
+                assert status == (404 if signed else 200)
+
+        try:
+            run(scenario())
+        finally:
+            client.close()
+        # a record under a replica's id but another key is never believed; one under its
+        # own key is, from a Redis that holds the ring itself, and signed with --state-key
+        assert seen == ([] if signed else [f"POST Bearer {TOKEN[0]}"])
+
+
+def test_nonsense_published_or_stored_in_redis_breaks_no_replica(tmp_path: Path) -> None:
+    first, second = plugins(tmp_path, "a"), plugins(tmp_path, "b")
+    with cluster(tmp_path, [first, second], nginx=False) as (replicas, _, redis_server):
+        client = redis.Redis.from_url(redis_server.url)
+        deep = "[" * 100_000 + "]" * 100_000
+        try:
+            for junk in [deep, "x" * 1_000_000, "{}", '{"topic": [], "from": 1, "kind": {}}']:
+                client.publish("agenthost:events", junk)
+            forge(client, "deadbeef", json.loads('{"a": 1}') | {"replica": "deadbeef"})
+            client.set("agenthost:replica:feedface", deep)
+            client.sadd("agenthost:replicas", "feedface", "x" * 10_000)
+            client.set("agenthost:statekeys", deep)
+
+            async def scenario() -> None:
+                async with connect(replicas[1].url, MODERN, token=TOKEN[1]) as (_, changes):
+                    await asyncio.sleep(BEAT_WAIT)  # a heartbeat reads all of it
+                    replace_atomically(first / "shout.py", SHOUT.format(n=1, suffix="!"))
+                    await changes.next()  # the bus on both still works
+
+            run(scenario())
+            assert {probe(r.url, "/readyz")[1] for r in replicas} == {'{"status": "ready"}'}
+            for replica in replicas:
+                assert "Traceback" not in replica.output()
+        finally:
+            client.close()
+
+
+BEAT_WAIT = 1.5  # seconds: more than one heartbeat, so each replica has read Redis again
+
+
+def test_unknown_session_ids_cost_redis_little(tmp_path: Path) -> None:
+    with cluster(tmp_path, [plugins(tmp_path)], nginx=False) as (replicas, _, redis_server):
+        client = redis.Redis.from_url(redis_server.url)
+        client.config_resetstat()
+
+        async def flood() -> list[int]:
+            headers = {"accept": "application/json, text/event-stream"}
+            async with httpx2.AsyncClient(timeout=LIVENESS) as http:
+
+                async def one(n: int) -> int:
+                    sid = {"mcp-session-id": f"{n:08x}.{n}"}
+                    answer = await http.post(replicas[0].url, json={}, headers=headers | sid)
+                    return answer.status_code
+
+                return await asyncio.gather(*(one(n) for n in range(300)))
+
+        try:
+            assert set(run(flood())) == {404}
+            stats = client.info("commandstats")
+        finally:
+            client.close()
+        assert "cmdstat_scan" not in stats
+        assert stats.get("cmdstat_smembers", {}).get("calls", 0) < 60, stats
+
+
+def test_a_burst_of_edits_on_three_replicas_makes_no_storm(tmp_path: Path) -> None:
+    directory = plugins(tmp_path)
+    with cluster(tmp_path, [directory] * 3, nginx=False) as (replicas, _, _):
+
+        async def generation(client: Any) -> str:
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            return (listed["shout"].description or "").rpartition(" ")[2]
+
+        async def heard_until(client: Any, changes: Changes, last: str) -> int:
+            """How many changes the client hears until its list is ``last``."""
+            count = 0
+            while True:
+                await changes.next()
+                count += 1
+                if await generation(client) == last:
+                    return count
+
+        async def scenario() -> list[int]:
+            async with contextlib.AsyncExitStack() as stack:
+                clients = [
+                    await stack.enter_async_context(connect(r.url, mode, token=TOKEN[n]))
+                    for n, (r, mode) in enumerate((r, m) for r in replicas for m in MODES)
+                ]
+                for n in range(1, 21):  # 20 edits in 0.4 s, each reloaded by three replicas
+                    replace_atomically(directory / "shout.py", SHOUT.format(n=n, suffix=""))
+                    await asyncio.sleep(0.02)
+                counts = await asyncio.gather(*(heard_until(c, h, "20.") for c, h in clients))
+                await asyncio.sleep(0.3)  # past the bus's window: what is still due arrives
+                counts = [n + h.seen.qsize() for n, (_, h) in zip(counts, clients, strict=True)]
+                for _, changes in clients:
+                    changes.forget()
+                replace_atomically(directory / "shout.py", SHOUT.format(n=99, suffix=""))
+                # a last edit as a barrier: heard once (twice at most, when a loaded machine
+                # held back the burst's last word past the wait above)
+                after = await asyncio.gather(*(heard_until(c, h, "99.") for c, h in clients))
+                assert all(n in (1, 2) for n in after), after
+                assert after.count(1) >= len(after) // 2, after
+                return counts
+
+        counts = run(scenario())
+        # each client heard of the burst, and far fewer times than there were edits
+        assert all(1 <= count <= 10 for count in counts), counts
+
+
+def test_a_wrong_redis_password_stops_serve_at_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agenthost._cli.main import main
+
+    need_services("redis-server")
+    with RedisServer(tmp_path / "redis") as redis_server:
+        client = redis.Redis.from_url(redis_server.url)
+        client.config_set("requirepass", "right-one")
+        client.close()
+        url = f"redis://:wrong-one@127.0.0.1:{redis_server.port}/0"
+        assert main(["serve", str(plugins(tmp_path)), "--http", "0", "--redis", url]) == 2
+    err = capsys.readouterr().err
+    assert "Redis refused the credentials" in err
+    assert "wrong-one" not in err
+
+
+def test_cluster_status_prints_what_redis_holds_inertly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agenthost._cli.main import main
+
+    need_services("redis-server")
+    with RedisServer(tmp_path / "redis") as redis_server:
+        client = redis.Redis.from_url(redis_server.url)
+        fake = record_of("0badf00d", "http://x\x1b[2J/mcp\nr9  http://fake  ready")
+        forge(client, "0badf00d", fake)
+        client.set("agenthost:replica:feedface", "[" * 100_000)
+        client.close()
+        assert main(["cluster", "status", "--redis", redis_server.url]) == 1
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    assert "\\x1b[2J" in out
+    assert not any(line.startswith("r9") for line in out.splitlines())
+    assert "feedface is unreadable" in out

@@ -260,6 +260,8 @@ def _over_http(args: argparse.Namespace) -> int:
                                drain_grace=args.drain_grace, cluster=cluster))  # fmt: skip
     except OSError as exc:
         return fail("serve", f"cannot listen on {args.http}: {exc.strerror or exc}")
+    except _cluster_errors(cluster) as exc:
+        return fail("serve", f"--redis {_masked(args.redis)}: {exc}")
     print("stopped", file=sys.stderr, flush=True)
     return 0
 
@@ -276,6 +278,15 @@ def _cluster(args: argparse.Namespace, server: McpServer) -> Replica | int:
                        access=_access(args))  # fmt: skip
     except ValueError as exc:  # redis-py's word on a malformed URL
         return fail("serve", f"--redis {_masked(args.redis)}: {exc}")
+
+
+def _cluster_errors(cluster: Replica | None) -> tuple[type[Exception], ...]:
+    """What stops a replica from joining for good (none without a cluster)."""
+    if cluster is None:
+        return ()
+    from agenthost._cluster.replica import ClusterError
+
+    return (ClusterError,)
 
 
 def _access(args: argparse.Namespace) -> str:
