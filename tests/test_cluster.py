@@ -844,12 +844,13 @@ def test_a_record_someone_else_wrote_to_redis_redirects_no_request(
         client = redis.Redis.from_url(redis_server.url)
         sessions: list[str] = []
 
-        def relayed(sid: str) -> int:
+        def relayed(sid: str) -> tuple[int, str]:
             headers = {"authorization": f"Bearer {TOKEN[0]}", "mcp-session-id": sid,
                        "accept": "application/json, text/event-stream",
                        "mcp-protocol-version": "2025-11-25"}  # fmt: skip
             body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-            return httpx2.post(b.url, json=body, headers=headers).status_code
+            answer = httpx2.post(b.url, json=body, headers=headers, timeout=LIVENESS)
+            return answer.status_code, answer.text[:200]
 
         async def scenario() -> None:
             async with connect(a.url, "legacy", token=TOKEN[0], sessions=sessions) as (c, _):
@@ -858,10 +859,11 @@ def test_a_record_someone_else_wrote_to_redis_redirects_no_request(
                     forge(client, f"{n:08x}", record_of(a.rid, url))
                 forge(client, "0badf00d", record_of("0badf00d", url))  # a replica of its own
                 for _ in range(12):  # over several of B's reads of the members
-                    assert await asyncio.to_thread(relayed, sessions[-1]) == 200
+                    status, said = await asyncio.to_thread(relayed, sessions[-1])
+                    assert status == 200, said
                     await asyncio.sleep(0.2)
-                status = await asyncio.to_thread(relayed, "0badf00d.x")
-                assert status == (404 if signed else 200)
+                status, said = await asyncio.to_thread(relayed, "0badf00d.x")
+                assert status == (404 if signed else 200), said
 
         try:
             run(scenario())
