@@ -40,6 +40,8 @@ __all__ = ["BEAT_S", "TTL_S", "ClusterError", "Replica"]
 BEAT_S = 1.0  # seconds between heartbeats
 TTL_S = 5.0  # seconds a replica's record outlives its last heartbeat
 TIMEOUT_S = 1.0  # seconds any one Redis command may take: Redis is never on a call's path
+CONNECT_S = 3.0  # seconds a relay waits to connect: a refusal comes at once, so only a
+# machine that is gone, or a replica too starved to run its loop, takes this long
 REREAD_S = 0.1  # seconds between two reads of the members for an id not known yet
 
 
@@ -157,7 +159,7 @@ class Replica:
         quiet for as long as it likes; the client's own timeout bounds a call)."""
         if self._http is None:
             self._http = httpx2.AsyncClient(
-                timeout=httpx2.Timeout(connect=TIMEOUT_S, read=None, write=30.0, pool=5.0),
+                timeout=httpx2.Timeout(connect=CONNECT_S, read=None, write=30.0, pool=5.0),
                 limits=httpx2.Limits(max_connections=None, max_keepalive_connections=64),
                 trust_env=False,
             )

@@ -64,24 +64,28 @@ class Answers:
         return types.CallToolResult(content=[_text(text)], structured_content=structured)
 
     def _mismatch(self, schema: Mapping[str, Any], value: Any) -> str | None:
-        """Why ``value`` breaks ``schema``, or None; checks are built once per schema."""
+        """Why ``value`` breaks ``schema``, or None; checks are built once per schema. The
+        common ``{"result": <scalar>}`` needs no jsonschema, which takes a second to import
+        with rfc3987-syntax installed, on the event loop of every client."""
         entry = self._validators.get(id(schema))
         if entry is None or entry[0] is not schema:
             if len(self._validators) > 1024:
                 self._validators.clear()
-            validator = jsonschemas.validator(schema, formats=False)
-            entry = self._validators[id(schema)] = (schema, validator, _quick_check(schema))
+            entry = self._validators[id(schema)] = (schema, None, _quick_check(schema))
         if not isinstance(value, dict):
             return "no JSON object to send"
         quick = entry[2]
-        if quick is not None:
-            if quick(value):
-                return None
-        elif entry[1].is_valid(value):
+        if quick is not None and quick(value):
             return None
-        import jsonschema  # on first use: with rfc3987-syntax installed it takes a second
+        validator = entry[1]
+        if validator is None:
+            validator = jsonschemas.validator(schema, formats=False)
+            self._validators[id(schema)] = (schema, validator, quick)
+        if quick is None and validator.is_valid(value):
+            return None
+        import jsonschema
 
-        error = jsonschema.exceptions.best_match(entry[1].iter_errors(value))
+        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
         if error is None:
             return None
         where = "".join(f"[{p!r}]" for p in error.absolute_path) or "the value"

@@ -31,7 +31,6 @@ import contextlib
 import difflib
 import functools
 import hashlib
-import importlib
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -171,15 +170,11 @@ class McpServer:
         await asyncio.to_thread(self.host.start)
         for caller in self._known:  # the lists as loaded: a change from here on is news
             self._topic(caller)
-        # jsonschema takes a second to import, on the first call that checks a result: in
-        # a thread now, not on this loop then (every request would wait for it)
-        warming = self._loop.run_in_executor(None, importlib.import_module, "jsonschema")
         try:
             yield
         finally:
             self.close()
             await asyncio.to_thread(self.host.stop)
-            await asyncio.gather(warming, return_exceptions=True)
 
     async def serve_stdio(self) -> None:
         """Serve one client over stdin/stdout until stdin closes.
