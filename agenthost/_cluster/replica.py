@@ -121,9 +121,10 @@ class Replica:
         return "ready" if self._beating and self._hearing else "degraded"
 
     async def leaving(self) -> None:
+        """Say so in the record: no replica waits for a tool from this one any more."""
         self._state = "draining"
-        with contextlib.suppress(RedisError, OSError):
-            await self._beat()
+        with contextlib.suppress(Exception):  # a Redis away or stalled: the record expires
+            await asyncio.wait_for(self._beat(), TIMEOUT_S)
 
     @contextlib.asynccontextmanager
     async def joined(self, url: str) -> AsyncIterator[None]:
