@@ -25,6 +25,7 @@ import httpx2
 import pytest
 import redis
 from helpers import replace_atomically, write
+from mcp.shared.exceptions import MCPError
 from mcp_clients import (
     LIVENESS,
     MODERN,
@@ -420,6 +421,11 @@ class Caller:
         except asyncio.TimeoutError:
             self.hung += 1
             raise
+        except MCPError as exc:  # this call failed (a 502 from nginx): the next one may not
+            self.failed.append((time.monotonic(), f"call: {exc!r}"[:300]))
+            if "Session" in str(exc):  # the session is gone: open another
+                raise
+            return
         if result.is_error:
             self.failed.append((time.monotonic(), text(result)))
         else:
